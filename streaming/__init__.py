@@ -1,0 +1,32 @@
+"""Stream training data from local disk or object storage, compatible with MosaicML Streaming.
+
+Writers are imported eagerly (they need only numpy); anything built on torch is imported the
+first time it is used, so ``import streaming`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from streaming._version import __version__
+from streaming.format import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
+
+__all__ = ['CSVWriter', 'JSONWriter', 'LocalDataset', 'MDSWriter', 'TSVWriter', 'XSVWriter',
+           '__version__']
+
+# Public name -> module that defines it, imported on first access.
+_LAZY = {'LocalDataset': 'streaming.local'}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,4 @@
+"""The reference's ``streaming.base.compression`` import path."""
+
+from streaming.format.compression import *  # noqa: F401,F403
+from streaming.format.compression import __all__  # noqa: F401

@@ -1,0 +1,4 @@
+"""The reference's ``streaming.base.format`` import path."""
+
+from streaming.format import *  # noqa: F401,F403
+from streaming.format import __all__, _readers, reader_from_json  # noqa: F401

@@ -1,0 +1,17 @@
+"""Exceptions raised for bad input, each a subclass of a builtin users already catch."""
+
+
+class StreamingError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class IndexFileError(StreamingError, ValueError):
+    """An ``index.json`` is missing, malformed, or of a version we cannot read."""
+
+
+class ShardFileError(StreamingError, ValueError):
+    """A shard file is truncated, corrupt, or disagrees with its index entry."""
+
+
+class EncodingError(StreamingError, ValueError):
+    """A column encoding name is unknown or a value cannot be encoded with it."""

@@ -1,0 +1,128 @@
+"""Whole-file compression codecs, one row per family in ``_FAMILIES``.
+
+A compression is named ``family`` or ``family:level`` (``'zstd'``, ``'zstd:7'``). The compressed
+file is the raw basename plus ``.family`` whatever the level. Codec modules are imported on first
+use so that importing the library stays cheap.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ['compress', 'decompress', 'get_compression_extension', 'get_compressions',
+           'is_compression', 'parse_compression']
+
+
+def _brotli():  # noqa: ANN202
+    import brotli
+    return brotli
+
+
+def _snappy():  # noqa: ANN202
+    import snappy
+    return snappy
+
+
+def _zstd_compress(data: bytes, level: int) -> bytes:
+    import zstandard
+    # One frame, content size recorded, no checksum: the same frame the reference writes.
+    return zstandard.ZstdCompressor(level=level, write_content_size=True,
+                                    write_checksum=False).compress(data)
+
+
+def _zstd_decompress(data: bytes) -> bytes:
+    import zstandard
+    return zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 40)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One compression family: its level range, default level and codec functions."""
+    name: str
+    levels: range | None  # None: the family takes no level.
+    default_level: int | None
+    compress: Callable[[bytes, int | None], bytes]
+    decompress: Callable[[bytes], bytes]
+
+
+_FAMILIES: dict[str, Family] = {
+    f.name: f for f in [
+        Family('br', range(0, 12), 11, lambda d, lv: _brotli().compress(d, quality=lv),
+               lambda d: _brotli().decompress(d)),
+        Family('bz2', range(1, 10), 9, lambda d, lv: bz2.compress(d, lv), bz2.decompress),
+        Family('gz', range(0, 10), 9, lambda d, lv: gzip.compress(d, lv), gzip.decompress),
+        Family('snappy', None, None, lambda d, lv: _snappy().compress(d),
+               lambda d: _snappy().decompress(d)),
+        Family('zstd', range(1, 23), 3, _zstd_compress, _zstd_decompress),
+    ]
+}
+
+
+def get_compressions() -> set[str]:
+    """Every accepted compression string: each family bare and with each of its levels."""
+    names = set(_FAMILIES)
+    for family in _FAMILIES.values():
+        names.update(f'{family.name}:{level}' for level in family.levels or ())
+    return names
+
+
+def parse_compression(algo: str | None) -> tuple[Family, int | None] | None:
+    """Split ``'family[:level]'`` into its family and level; None for no compression.
+
+    Raises:
+        ValueError: the family is unknown or the level out of the family's range.
+    """
+    if algo in (None, ''):
+        return None
+    if not isinstance(algo, str):
+        raise ValueError(f'compression must be a string such as "zstd" or "zstd:7", got {algo!r}.')
+    name, _, level_text = algo.partition(':')
+    family = _FAMILIES.get(name)
+    if family is None:
+        raise ValueError(f'Unknown compression {algo!r}: the family must be one of '
+                         f'{sorted(_FAMILIES)}, optionally with a level as in "zstd:7".')
+    if not level_text:
+        return family, family.default_level
+    if family.levels is None:
+        raise ValueError(f'Unknown compression {algo!r}: {name} takes no level.')
+    if not level_text.isdigit() or int(level_text) not in family.levels:
+        raise ValueError(f'Unknown compression {algo!r}: the level of {name} must be an integer '
+                         f'from {family.levels.start} to {family.levels.stop - 1}.')
+    return family, int(level_text)
+
+
+def is_compression(algo: str | None) -> bool:
+    """Whether ``algo`` names a supported compression (None means none, which is valid)."""
+    try:
+        parse_compression(algo)
+    except ValueError:
+        return False
+    return True
+
+
+def get_compression_extension(algo: str) -> str:
+    """The filename extension of a compression's output, without the dot."""
+    parsed = parse_compression(algo)
+    if parsed is None:
+        raise ValueError('No compression given, so there is no compressed file extension.')
+    return parsed[0].name
+
+
+def compress(algo: str, data: bytes) -> bytes:
+    """Compress ``data`` with ``algo`` (``'family[:level]'``)."""
+    parsed = parse_compression(algo)
+    if parsed is None:
+        return data
+    family, level = parsed
+    return family.compress(data, level)
+
+
+def decompress(algo: str, data: bytes) -> bytes:
+    """Decompress ``data`` that was compressed with ``algo``."""
+    parsed = parse_compression(algo)
+    if parsed is None:
+        return data
+    return parsed[0].decompress(data)

@@ -1,0 +1,67 @@
+"""``MDSReader``: random access into MDS shards."""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from typing import Any
+
+import numpy as np
+
+from streaming.errors import ShardFileError
+from streaming.format.index import FileInfo
+from streaming.format.mds.encodings import get_coder
+from streaming.format.reader import _PAIR, JointReader, check_offsets
+
+__all__ = ['MDSReader']
+
+
+class MDSReader(JointReader):
+    """One MDS shard: a header (count, offsets, config JSON) followed by the samples."""
+
+    def __init__(self, dirname: str, split: str | None, column_encodings: list[str],
+                 column_names: list[str], column_sizes: list[int | None],
+                 compression: str | None, hashes: list[str], raw_data: FileInfo, samples: int,
+                 size_limit: int | str | None, zip_data: FileInfo | None) -> None:
+        super().__init__(dirname, split, compression, hashes, raw_data, samples, size_limit,
+                         zip_data)
+        self.column_encodings = column_encodings
+        self.column_names = column_names
+        self.column_sizes = column_sizes
+        coders = [get_coder(encoding) for encoding in column_encodings]
+        # Per column: name, decode function, fixed size (or None: read from the length table).
+        self._plan = [(name, coder.decode, size)
+                      for name, coder, size in zip(column_names, coders, column_sizes)]
+        self._sizes_struct = struct.Struct(f'<{sum(s is None for s in column_sizes)}I')
+
+    def validate(self, maps: list[mmap.mmap]) -> None:
+        data, = maps
+        path = self.path(self.raw_data)
+        if len(data) < 4 * (self.samples + 2):
+            raise ShardFileError(f'Shard file {path} is too short for {self.samples} samples.')
+        count = int(np.frombuffer(data, np.uint32, 1)[0])
+        if count != self.samples:
+            raise ShardFileError(f'Shard file {path} holds {count} samples but the index says '
+                                 f'{self.samples}.')
+        offsets = np.frombuffer(data, np.uint32, count + 1, 4)
+        if offsets[0] < 4 * (count + 2):
+            raise ShardFileError(f'Shard file {path} has a corrupt offset table.')
+        check_offsets(path, offsets, int(offsets[0]), len(data))
+
+    def get_sample_data(self, idx: int) -> bytes:
+        data = (self._maps or self._open())[0]
+        begin, end = _PAIR.unpack_from(data, 4 + 4 * idx)
+        return data[begin:end]
+
+    def decode_sample(self, data: bytes) -> dict[str, Any]:
+        sizes = iter(self._sizes_struct.unpack_from(data, 0))
+        pos = self._sizes_struct.size
+        sample = {}
+        for name, decode, size in self._plan:
+            if size is None:
+                size = next(sizes)
+            sample[name] = decode(data[pos:pos + size])
+            pos += size
+        if pos != len(data):
+            raise ShardFileError(f'sample of {len(data)} bytes has columns totalling {pos} bytes')
+        return sample

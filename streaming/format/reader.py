@@ -1,0 +1,205 @@
+"""The reader machinery shared by every format: shard files, their sizes, and fast access.
+
+A reader stands for one shard. It knows the shard's files from its index entry, finds or makes
+the raw (uncompressed) files on first access, memory-maps them once, and checks the offset table
+once, so that reading sample ``i`` is a couple of slices of the map: no reopening, no re-reading.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import uuid
+from typing import Any
+
+import numpy as np
+
+from streaming.array import Array
+from streaming.errors import ShardFileError
+from streaming.format.compression import decompress
+from streaming.format.index import FileInfo
+
+__all__ = ['Reader', 'JointReader', 'SplitReader', 'FileInfo']
+
+_PAIR = struct.Struct('<II')  # (begin, end) of one sample in an offset table.
+
+
+def _map_file(path: str, expected_bytes: int) -> mmap.mmap:
+    """Memory-map a whole file read-only after checking its size against the index."""
+    with open(path, 'rb') as f:
+        size = os.fstat(f.fileno()).st_size
+        if size != expected_bytes:
+            raise ShardFileError(f'Shard file {path} has {size} bytes but the index says '
+                                 f'{expected_bytes}: it is truncated or does not belong to this '
+                                 f'index.')
+        if size == 0:
+            raise ShardFileError(f'Shard file {path} is empty.')
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def check_offsets(path: str, offsets: np.ndarray, begin: int, end: int) -> None:
+    """Offsets must start at ``begin``, never decrease, and end at ``end``."""
+    if len(offsets) == 0 or offsets[0] != begin or offsets[-1] != end or \
+            not bool(np.all(offsets[1:] >= offsets[:-1])):
+        raise ShardFileError(f'Shard file {path} has a corrupt offset table (expected offsets from '
+                             f'{begin} to {end}, non-decreasing).')
+
+
+class Reader(Array):
+    """One shard of a dataset directory (``dirname/split``)."""
+
+    def __init__(self, dirname: str, split: str | None, compression: str | None,
+                 hashes: list[str], samples: int, size_limit: int | str | None) -> None:
+        self.dirname = dirname
+        self.split = split or ''
+        self.compression = compression
+        self.hashes = hashes
+        self.samples = samples
+        self.size_limit = size_limit
+        self.file_pairs: list[tuple[FileInfo, FileInfo | None]] = []
+        self._maps: list[mmap.mmap] | None = None
+
+    # ---- sizes and files -----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.samples
+
+    def path(self, info: FileInfo) -> str:
+        """Where one of this shard's files lives locally."""
+        return os.path.join(self.dirname, self.split, info['basename'])
+
+    def get_raw_size(self) -> int:
+        """Bytes of the uncompressed files."""
+        return sum(raw['bytes'] for raw, _ in self.file_pairs)
+
+    def get_zip_size(self) -> int | None:
+        """Bytes of the compressed files, or None if the shard is not compressed."""
+        sizes = [zipped['bytes'] for _, zipped in self.file_pairs if zipped is not None]
+        return sum(sizes) if len(sizes) == len(self.file_pairs) else None
+
+    def get_max_size(self) -> int:
+        """Peak local bytes: while decompressing, both forms exist."""
+        return self.get_raw_size() + (self.get_zip_size() or 0)
+
+    def get_persistent_size(self, keep_zip: bool) -> int:
+        """Local bytes once ready: the raw files, plus the compressed ones if kept."""
+        if keep_zip:
+            return self.get_max_size()
+        return self.get_raw_size()
+
+    # ---- opening -------------------------------------------------------------------------------
+    def ensure_raw(self) -> None:
+        """Make sure each raw file exists locally, decompressing a compressed copy if needed."""
+        for raw, zipped in self.file_pairs:
+            raw_path = self.path(raw)
+            if os.path.exists(raw_path):
+                continue
+            if zipped is None or not os.path.exists(self.path(zipped)):
+                where = raw_path if zipped is None else f'{raw_path} or {self.path(zipped)}'
+                raise FileNotFoundError(f'Shard file not found: {where}.')
+            with open(self.path(zipped), 'rb') as f:
+                data = f.read()
+            try:
+                data = decompress(self.compression, data)  # type: ignore[arg-type]
+            except Exception as error:
+                raise ShardFileError(f'Cannot decompress {self.path(zipped)} with '
+                                     f'{self.compression!r}: {error}') from error
+            if len(data) != raw['bytes']:
+                raise ShardFileError(f'{self.path(zipped)} decompresses to {len(data)} bytes but '
+                                     f'the index says {raw["bytes"]}.')
+            tmp = f'{raw_path}.{uuid.uuid4().hex[:8]}.tmp'
+            with open(tmp, 'wb') as out:
+                out.write(data)
+            os.replace(tmp, raw_path)
+
+    def _open(self) -> list[mmap.mmap]:
+        """Map the raw files and check their headers; done once per shard."""
+        self.ensure_raw()
+        maps = [_map_file(self.path(raw), raw['bytes']) for raw, _ in self.file_pairs]
+        try:
+            self.validate(maps)
+        except BaseException:
+            for m in maps:
+                m.close()
+            raise
+        self._maps = maps
+        return maps
+
+    def close(self) -> None:
+        """Drop the memory maps (before evicting files, say); the next access reopens."""
+        maps, self._maps = self._maps, None
+        for m in maps or ():
+            m.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state['_maps'] = None  # Maps do not cross processes; each process maps on first use.
+        return state
+
+    def validate(self, maps: list[mmap.mmap]) -> None:
+        """Check the mapped files' headers and offset tables."""
+        raise NotImplementedError
+
+    # ---- samples -------------------------------------------------------------------------------
+    def get_sample_data(self, idx: int) -> bytes:
+        """The raw bytes of sample ``idx`` of this shard."""
+        raise NotImplementedError
+
+    def decode_sample(self, data: bytes) -> dict[str, Any]:
+        """Turn one sample's bytes into a dict."""
+        raise NotImplementedError
+
+    def get_item(self, idx: int) -> dict[str, Any]:
+        """Sample ``idx`` of this shard, decoded."""
+        data = self.get_sample_data(idx)
+        try:
+            return self.decode_sample(data)
+        except ShardFileError:
+            raise
+        except Exception as error:
+            raise ShardFileError(f'Sample {idx} of shard {self.path(self.file_pairs[0][0])} '
+                                 f'cannot be decoded ({type(error).__name__}: {error}); the shard '
+                                 f'is corrupt.') from error
+
+
+class JointReader(Reader):
+    """A shard that is one file holding its own offset table."""
+
+    def __init__(self, dirname: str, split: str | None, compression: str | None,
+                 hashes: list[str], raw_data: FileInfo, samples: int,
+                 size_limit: int | str | None, zip_data: FileInfo | None) -> None:
+        super().__init__(dirname, split, compression, hashes, samples, size_limit)
+        self.raw_data = raw_data
+        self.zip_data = zip_data
+        self.file_pairs = [(raw_data, zip_data)]
+
+
+class SplitReader(Reader):
+    """A shard with a data file and a ``.meta`` file holding the offsets into it."""
+
+    def __init__(self, dirname: str, split: str | None, compression: str | None,
+                 hashes: list[str], raw_data: FileInfo, raw_meta: FileInfo, samples: int,
+                 size_limit: int | str | None, zip_data: FileInfo | None,
+                 zip_meta: FileInfo | None) -> None:
+        super().__init__(dirname, split, compression, hashes, samples, size_limit)
+        self.raw_data, self.raw_meta = raw_data, raw_meta
+        self.zip_data, self.zip_meta = zip_data, zip_meta
+        self.file_pairs = [(raw_meta, zip_meta), (raw_data, zip_data)]
+
+    def validate(self, maps: list[mmap.mmap]) -> None:
+        meta, data = maps
+        path = self.path(self.raw_meta)
+        if len(meta) < 4 * (self.samples + 2):
+            raise ShardFileError(f'Meta file {path} is too short for {self.samples} samples.')
+        count = int(np.frombuffer(meta, np.uint32, 1)[0])
+        if count != self.samples:
+            raise ShardFileError(f'Meta file {path} holds {count} samples but the index says '
+                                 f'{self.samples}.')
+        offsets = np.frombuffer(meta, np.uint32, count + 1, 4)
+        check_offsets(path, offsets, int(offsets[0]), len(data))
+
+    def get_sample_data(self, idx: int) -> bytes:
+        maps = self._maps or self._open()
+        begin, end = _PAIR.unpack_from(maps[0], 4 + 4 * idx)
+        return maps[1][begin:end]
+

@@ -1,0 +1,95 @@
+"""``XSVWriter`` and its fixed-separator forms ``CSVWriter`` and ``TSVWriter``."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from streaming.format.columns import check_columns, column_mismatch
+from streaming.format.text_columns import check_text_value, is_text_encoding
+from streaming.format.writer import SplitWriter
+
+__all__ = ['XSVWriter', 'CSVWriter', 'TSVWriter']
+
+
+class XSVWriter(SplitWriter):
+    """Writes samples as separated values with a header line; no quoting, so values may not
+    contain the separator or the newline (checked)."""
+
+    format = 'xsv'
+
+    def __init__(self, *, columns: dict[str, str], separator: str, out: str | Sequence[str],
+                 newline: str = '\n', keep_local: bool = False, compression: str | None = None,
+                 hashes: list[str] | None = None, size_limit: int | str | None = 1 << 26,
+                 **kwargs: Any) -> None:
+        columns = check_columns(columns, is_text_encoding, "'str', 'int', 'float'")
+        if not isinstance(separator, str) or not separator:
+            raise ValueError(f'separator must be a non-empty string, got {separator!r}.')
+        if not isinstance(newline, str) or not newline or separator in newline or newline in separator:
+            raise ValueError(f'newline must be a non-empty string distinct from the separator, '
+                             f'got {newline!r}.')
+        for name in columns:
+            if separator in name or newline in name:
+                raise ValueError(f'Column name {name!r} contains the separator {separator!r} or '
+                                 f'the newline {newline!r}.')
+        self.columns = columns
+        self.column_names = sorted(columns)
+        self.column_encodings = [columns[name] for name in self.column_names]
+        self.separator = separator
+        self.newline = newline
+        super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
+                         size_limit=size_limit, **kwargs)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), 'column_names': self.column_names,
+                'column_encodings': self.column_encodings, 'newline': self.newline,
+                'separator': self.separator}
+
+    def data_header(self) -> bytes:
+        return (self.separator.join(self.column_names) + self.newline).encode('utf-8')
+
+    def encode_sample(self, sample: dict[str, Any]) -> bytes:
+        if not isinstance(sample, dict) or len(sample) != len(self.column_names):
+            raise column_mismatch(sample, self.column_names)
+        values = []
+        for name, encoding in zip(self.column_names, self.column_encodings):
+            if name not in sample:
+                raise column_mismatch(sample, self.column_names)
+            value = sample[name]
+            check_text_value(name, encoding, value)
+            text = str(value)
+            if self.separator in text or self.newline in text:
+                raise ValueError(f'Column {name!r}: value {text!r:.60} contains the separator '
+                                 f'{self.separator!r} or the newline {self.newline!r}, which this '
+                                 f'format cannot escape.')
+            values.append(text)
+        return (self.separator.join(values) + self.newline).encode('utf-8')
+
+
+class _FixedSeparatorWriter(XSVWriter):
+    """An XSV writer whose format implies the separator, which the index then leaves out."""
+
+    fixed_separator = ''
+
+    def __init__(self, *, columns: dict[str, str], out: str | Sequence[str], newline: str = '\n',
+                 **kwargs: Any) -> None:
+        super().__init__(columns=columns, separator=self.fixed_separator, out=out,
+                         newline=newline, **kwargs)
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        del config['separator']
+        return config
+
+
+class CSVWriter(_FixedSeparatorWriter):
+    """Comma-separated values."""
+
+    format = 'csv'
+    fixed_separator = ','
+
+
+class TSVWriter(_FixedSeparatorWriter):
+    """Tab-separated values."""
+
+    format = 'tsv'
+    fixed_separator = '\t'

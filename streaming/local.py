@@ -1,0 +1,44 @@
+"""``LocalDataset``: a map-style dataset over a dataset directory on local disk."""
+
+from __future__ import annotations
+
+import bisect
+import os
+from typing import Any
+
+from torch.utils.data import Dataset
+
+from streaming.array import Array
+from streaming.format import reader_from_json
+from streaming.format.index import INDEX_BASENAME, load_index
+
+__all__ = ['LocalDataset']
+
+
+class LocalDataset(Array, Dataset):
+    """Random access to every sample of ``local/split`` (no download, no shared state)."""
+
+    def __init__(self, local: str, split: str | None = None) -> None:
+        self.local = local
+        self.split = split or ''
+        index = load_index(os.path.join(local, self.split, INDEX_BASENAME))
+        self.shards = [reader_from_json(local, self.split, entry) for entry in index['shards']]
+        self.samples_per_shard = [shard.samples for shard in self.shards]
+        # starts[k] is the global index of shard k's first sample.
+        self._starts = [0]
+        for count in self.samples_per_shard:
+            self._starts.append(self._starts[-1] + count)
+        self.num_samples = self._starts[-1]
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    @property
+    def size(self) -> int:
+        """The number of samples."""
+        return self.num_samples
+
+    def get_item(self, sample_id: int) -> dict[str, Any]:
+        """Sample ``sample_id`` (0 <= sample_id < len) as a dict of column values."""
+        shard_id = bisect.bisect_right(self._starts, sample_id) - 1
+        return self.shards[shard_id].get_item(sample_id - self._starts[shard_id])

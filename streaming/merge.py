@@ -1,0 +1,99 @@
+"""``merge_index``: combine the indexes of dataset partitions written in parallel into one."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Sequence, Union
+
+from streaming.errors import IndexFileError
+from streaming.format.index import INDEX_BASENAME, load_index, write_index
+from streaming.storage.local import local_path
+from streaming.storage.registry import get_backend, is_remote_url
+from streaming.storage.upload import Uploader
+
+__all__ = ['merge_index']
+
+Location = Union[str, Sequence[str]]  # A path or URL, or a (local, remote) pair.
+_FILE_KEYS = ('raw_data', 'zip_data', 'raw_meta', 'zip_meta')
+
+
+def merge_index(*args: object, **kwargs: object) -> None:
+    """Write ``out/index.json`` listing the shards of every partition below ``out``.
+
+    Two call forms, as in the reference:
+
+    - ``merge_index(index_file_urls, out, keep_local=True, download_timeout=60)``: the given
+      partition index files (paths, URLs or ``(local, remote)`` pairs), in the given order;
+    - ``merge_index(out, keep_local=True, download_timeout=60)``: every ``*/index.json`` one
+      level below ``out``, in sorted order of the subdirectory names.
+
+    Each shard's file names are prefixed with its partition's directory, relative to ``out``.
+    """
+    if args and isinstance(args[0], list):
+        return _merge_index_from_list(*args, **kwargs)  # type: ignore[arg-type]
+    if 'index_file_urls' in kwargs:
+        return _merge_index_from_list(**kwargs)  # type: ignore[arg-type]
+    return _merge_index_from_root(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def _fetch(location: Location, download_timeout: float, scratch: str, i: int) -> str:
+    """A local path holding the partition index at ``location``."""
+    if not isinstance(location, str):
+        local, remote = location
+        if os.path.exists(local):
+            return local
+        location = remote
+    if not is_remote_url(location) or location.startswith('file://'):
+        return local_path(location)
+    target = os.path.join(scratch, f'{i}.json')
+    get_backend(location).download(location, target, download_timeout)
+    return target
+
+
+def _partition_dir(location: Location) -> str:
+    url = location if isinstance(location, str) else location[1] or location[0]
+    return os.path.basename(os.path.dirname(url.rstrip('/')))
+
+
+def _merge_index_from_list(index_file_urls: list[Location], out: Location, keep_local: bool = True,
+                           download_timeout: float = 60) -> None:
+    if not index_file_urls:
+        raise ValueError('merge_index: index_file_urls is empty; nothing to merge.')
+    shards = []
+    with tempfile.TemporaryDirectory(prefix='merge-index-') as scratch:
+        for i, location in enumerate(index_file_urls):
+            path = _fetch(location, download_timeout, scratch, i)
+            prefix = _partition_dir(location)
+            for entry in load_index(path)['shards']:
+                for key in _FILE_KEYS:
+                    info = entry.get(key)
+                    if info is not None:
+                        info['basename'] = f'{prefix}/{info["basename"]}'
+                shards.append(entry)
+    uploader = Uploader(out, keep_local=keep_local, exist_ok=True, keep_contents=True)
+    write_index(os.path.join(uploader.local, INDEX_BASENAME), shards, sort_keys=False)
+    uploader.upload_file(INDEX_BASENAME)
+
+
+def _merge_index_from_root(out: Location, keep_local: bool = True,
+                           download_timeout: float = 60) -> None:
+    if isinstance(out, str):
+        root = out
+    else:
+        root = out[0] if os.path.isdir(out[0]) else out[1]
+    if is_remote_url(root) and not root.startswith('file://'):
+        urls = get_backend(root).list(root)
+        found = [u for u in urls if u.endswith('/' + INDEX_BASENAME)
+                 and u[len(root.rstrip('/')) + 1:].count('/') == 1]
+    else:
+        base = local_path(root)
+        if not os.path.isdir(base):
+            raise IndexFileError(f'merge_index: {root} is not a directory.')
+        found = [os.path.join(base, name, INDEX_BASENAME) for name in os.listdir(base)
+                 if os.path.isfile(os.path.join(base, name, INDEX_BASENAME))]
+    if not found:
+        raise IndexFileError(f'merge_index: no partition index ({"*/" + INDEX_BASENAME}) found '
+                             f'under {root}.')
+    found.sort(key=lambda u: os.path.basename(os.path.dirname(u)))
+    _merge_index_from_list(found, out, keep_local, download_timeout)
