@@ -13,6 +13,10 @@ set -euo pipefail
 DEST=${1:-${STREAMING_REFERENCE_ENV:-$HOME/.cache/shardflow/reference-0.13.0}}
 REQS="torch==2.13.0 mosaicml-streaming==0.13.0 torchvision==0.28.0 pillow"
 STAMP="$DEST/.shardflow-stamp"
+# Concurrent callers (parallel CI steps, a benchmark and a test run) wait for one builder.
+mkdir -p "$(dirname "$DEST")"
+exec 9>"$DEST.lock"
+flock 9
 if [ -x "$DEST/bin/python" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$REQS" ] \
     && "$DEST/bin/python" -c "import importlib.metadata as m; assert m.version('mosaicml-streaming') == '0.13.0'" 2>/dev/null; then
   echo "$DEST/bin/python"

@@ -6,7 +6,8 @@ from streaming.util import bytes_to_int, get_list_arg, number_abbrev_to_int, ret
 
 def clean_stale_shared_memory() -> None:
     """Kept for compatibility: this library leaves no stale shared memory behind, so there is
-    nothing to clean."""
+    nothing to clean.
+    """
 
 
 __all__ = ['bytes_to_int', 'clean_stale_shared_memory', 'get_list_arg', 'merge_index',

@@ -41,6 +41,7 @@ def _zstd_decompress(data: bytes) -> bytes:
 @dataclass(frozen=True)
 class Family:
     """One compression family: its level range, default level and codec functions."""
+
     name: str
     levels: range | None  # None: the family takes no level.
     default_level: int | None
@@ -74,6 +75,7 @@ def parse_compression(algo: str | None) -> tuple[Family, int | None] | None:
 
     Raises:
         ValueError: the family is unknown or the level out of the family's range.
+
     """
     if algo in (None, ''):
         return None

@@ -22,6 +22,7 @@ INDEX_VERSION = 2
 
 class FileInfo(TypedDict):
     """One file of a shard as recorded in the index: name, size and checksums."""
+
     basename: str
     bytes: int
     hashes: dict[str, str]
@@ -58,7 +59,8 @@ _REQUIRED = {
     'xsv': {'column_encodings': list, 'column_names': list, 'newline': str, 'samples': int,
             'separator': str},
 }
-_REQUIRED['csv'] = _REQUIRED['tsv'] = {k: v for k, v in _REQUIRED['xsv'].items() if k != 'separator'}
+_NO_SEPARATOR = {k: v for k, v in _REQUIRED['xsv'].items() if k != 'separator'}
+_REQUIRED['csv'] = _REQUIRED['tsv'] = _NO_SEPARATOR
 
 
 def _check_file_info(where: str, key: str, info: Any, optional: bool) -> None:
@@ -94,7 +96,8 @@ def validate_shard_entry(where: str, shard: Any) -> None:
         raise IndexFileError(f'{where}: "samples" must not be negative, got {shard["samples"]}.')
     if fmt in ('mds', 'xsv', 'csv', 'tsv'):
         names, encodings = shard['column_names'], shard['column_encodings']
-        if len(names) != len(encodings) or (fmt == 'mds' and len(names) != len(shard['column_sizes'])):
+        sizes = shard['column_sizes'] if fmt == 'mds' else names
+        if not len(names) == len(encodings) == len(sizes):
             raise IndexFileError(f'{where}: column_names, column_encodings and column_sizes differ '
                                  f'in length.')
     compression = shard.get('compression')

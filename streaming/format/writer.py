@@ -46,7 +46,7 @@ def parse_size_limit(size_limit: int | str | None) -> int | None:
 
 
 class Writer:
-    """Base writer: subclasses set ``format`` and implement ``encode_sample`` and ``encode_shard``."""
+    """Base writer: subclasses set ``format`` and implement the ``encode_*`` hooks."""
 
     format: str = ''
 

@@ -37,7 +37,8 @@ class Encoding:
     def _validate(obj: Any, kind: type | tuple[type, ...]) -> None:
         """Raise TypeError unless ``obj`` is of type ``kind``."""
         if not isinstance(obj, kind):
-            names = kind.__name__ if isinstance(kind, type) else ' or '.join(k.__name__ for k in kind)
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            names = ' or '.join(k.__name__ for k in kinds)
             raise TypeError(f'expected {names}, got {type(obj).__name__}')
 
 
@@ -92,7 +93,8 @@ class Scalar(Encoding):
 
 
 def _scalar(name: str) -> type[Scalar]:
-    return type(name.capitalize(), (Scalar,), {'dtype': np.dtype(name), '__doc__': f'numpy {name}.'})
+    attrs = {'dtype': np.dtype(name), '__doc__': f'numpy {name}.'}
+    return type(name.capitalize(), (Scalar,), attrs)
 
 
 class StrInt(Encoding):
@@ -161,8 +163,8 @@ class NDArray(Encoding):
         try:
             shape = tuple(int(d) for d in shape_text.split(',')) if shape_text else None
         except ValueError:
-            raise ValueError(f'ndarray shape must be comma-separated integers, got {shape_text!r}') \
-                from None
+            raise ValueError(f'ndarray shape must be comma-separated integers, got '
+                             f'{shape_text!r}') from None
         return cls(dtype or None, shape)
 
     def encode(self, obj: np.ndarray) -> bytes:
@@ -182,7 +184,8 @@ class NDArray(Encoding):
         if self.shape is None:
             if obj.ndim > 63:
                 raise ValueError(f'arrays may have at most 63 dimensions, got {obj.ndim}')
-            width = next(w for w, dt in enumerate(_DIM_DTYPES) if max(obj.shape) <= np.iinfo(dt).max)
+            largest = max(obj.shape)
+            width = next(w for w, dt in enumerate(_DIM_DTYPES) if largest <= np.iinfo(dt).max)
             parts.append(bytes([(obj.ndim << 2) | width]))
             parts.append(np.array(obj.shape, _DIM_DTYPES[width]).tobytes())
         elif obj.shape != self.shape:
@@ -297,16 +300,19 @@ class _ImageList(Encoding):
 
 class ListPIL(_ImageList):
     """A list of PIL images stored as raw pixels."""
+
     element = PIL
 
 
 class ListJPEG(_ImageList):
     """A list of PIL images stored as JPEG files."""
+
     element = JPEG
 
 
 class ListPNG(_ImageList):
     """A list of PIL images stored as PNG files."""
+
     element = PNG
 
 

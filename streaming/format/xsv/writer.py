@@ -13,7 +13,8 @@ __all__ = ['XSVWriter', 'CSVWriter', 'TSVWriter']
 
 class XSVWriter(SplitWriter):
     """Writes samples as separated values with a header line; no quoting, so values may not
-    contain the separator or the newline (checked)."""
+    contain the separator or the newline (checked).
+    """
 
     format = 'xsv'
 
