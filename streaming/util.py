@@ -13,7 +13,8 @@ __all__ = ['bytes_to_int', 'number_abbrev_to_int', 'get_list_arg', 'retry']
 logger = logging.getLogger(__name__)
 
 # Binary units: each step is a factor of 1024, 'b' is one byte.
-_BYTE_UNITS = {u: 1024**i for i, u in enumerate(['b', 'kb', 'mb', 'gb', 'tb', 'pb', 'eb', 'zb', 'yb'])}
+_BYTE_UNITS = {unit: 1024**i for i, unit in
+               enumerate(['b', 'kb', 'mb', 'gb', 'tb', 'pb', 'eb', 'zb', 'yb'])}
 # Decimal abbreviations for counts: '100k' samples.
 _COUNT_UNITS = {'k': 10**3, 'm': 10**6, 'b': 10**9, 't': 10**12}
 

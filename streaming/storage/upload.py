@@ -33,7 +33,8 @@ class Uploader:
                 local, remote = tempfile.mkdtemp(prefix='streaming-out-'), out
             else:
                 local, remote = out, None
-        elif isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(x, str) for x in out):
+        elif isinstance(out, (tuple, list)) and len(out) == 2 and \
+                all(isinstance(x, str) for x in out):
             local, remote = out
         else:
             raise ValueError(f'out must be a local directory, a remote URL or a (local, remote) '

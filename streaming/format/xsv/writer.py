@@ -12,8 +12,9 @@ __all__ = ['XSVWriter', 'CSVWriter', 'TSVWriter']
 
 
 class XSVWriter(SplitWriter):
-    """Writes samples as separated values with a header line; no quoting, so values may not
-    contain the separator or the newline (checked).
+    """Writes samples as separated values under a header line.
+
+    There is no quoting, so values may not contain the separator or the newline (checked).
     """
 
     format = 'xsv'
@@ -25,7 +26,8 @@ class XSVWriter(SplitWriter):
         columns = check_columns(columns, is_text_encoding, "'str', 'int', 'float'")
         if not isinstance(separator, str) or not separator:
             raise ValueError(f'separator must be a non-empty string, got {separator!r}.')
-        if not isinstance(newline, str) or not newline or separator in newline or newline in separator:
+        if not isinstance(newline, str) or not newline or \
+                separator in newline or newline in separator:
             raise ValueError(f'newline must be a non-empty string distinct from the separator, '
                              f'got {newline!r}.')
         for name in columns:
