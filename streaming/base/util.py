@@ -5,8 +5,9 @@ from streaming.util import bytes_to_int, get_list_arg, number_abbrev_to_int, ret
 
 
 def clean_stale_shared_memory() -> None:
-    """Kept for compatibility: this library leaves no stale shared memory behind, so there is
-    nothing to clean.
+    """Do nothing; kept for compatibility.
+
+    This library leaves no stale shared memory behind, so there is nothing to clean.
     """
 
 
