@@ -9,6 +9,10 @@ class IndexFileError(StreamingError, ValueError):
     """An ``index.json`` is missing, malformed, or of a version we cannot read."""
 
 
+class MissingIndexError(IndexFileError, FileNotFoundError):
+    """There is no ``index.json`` where one is needed (a FileNotFoundError, as in the reference)."""
+
+
 class ShardFileError(StreamingError, ValueError):
     """A shard file is truncated, corrupt, or disagrees with its index entry."""
 

@@ -6,7 +6,7 @@ import inspect
 from functools import cache
 from typing import Any
 
-from streaming.errors import IndexFileError
+from streaming.errors import EncodingError, IndexFileError
 from streaming.format.index import FileInfo, get_index_basename, validate_shard_entry
 from streaming.format.json import JSONReader, JSONWriter
 from streaming.format.mds import MDSReader, MDSWriter
@@ -48,3 +48,5 @@ def reader_from_json(dirname: str, split: str | None, obj: dict[str, Any]) -> Re
     except TypeError as error:
         raise IndexFileError(f'Shard entry {obj.get("raw_data")} in {dirname} is missing a '
                              f'key: {error}') from None
+    except EncodingError as error:
+        raise IndexFileError(f'Shard entry {obj.get("raw_data")} in {dirname}: {error}') from None

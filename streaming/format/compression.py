@@ -81,12 +81,12 @@ def parse_compression(algo: str | None) -> tuple[Family, int | None] | None:
         return None
     if not isinstance(algo, str):
         raise ValueError(f'compression must be a string such as "zstd" or "zstd:7", got {algo!r}.')
-    name, _, level_text = algo.partition(':')
+    name, sep, level_text = algo.partition(':')
     family = _FAMILIES.get(name)
     if family is None:
         raise ValueError(f'Unknown compression {algo!r}: the family must be one of '
                          f'{sorted(_FAMILIES)}, optionally with a level as in "zstd:7".')
-    if not level_text:
+    if not sep:
         return family, family.default_level
     if family.levels is None:
         raise ValueError(f'Unknown compression {algo!r}: {name} takes no level.')

@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any, TypedDict
 
-from streaming.errors import IndexFileError
+from streaming.errors import IndexFileError, MissingIndexError
 
 __all__ = ['INDEX_BASENAME', 'FileInfo', 'get_index_basename', 'load_index', 'dump_index',
            'write_index', 'validate_shard_entry']
@@ -113,8 +113,8 @@ def load_index(path: str) -> dict[str, Any]:
         with open(path, 'rb') as f:
             text = f.read()
     except FileNotFoundError:
-        raise IndexFileError(f'No index file at {path}: is this a dataset directory (or split)?') \
-            from None
+        raise MissingIndexError(f'No index file at {path}: is this a dataset directory (or '
+                                f'split)?') from None
     try:
         obj = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

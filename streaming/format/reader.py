@@ -120,7 +120,10 @@ class Reader(Array):
             self.validate(maps)
         except BaseException:
             for m in maps:
-                m.close()
+                try:
+                    m.close()
+                except BufferError:
+                    pass  # A numpy view in the traceback still uses it; freeing it closes it.
             raise
         self._maps = maps
         return maps

@@ -24,4 +24,8 @@ class JSONReader(SplitReader):
         self.newline = newline
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
+        # Drop the newline: json.loads tolerates only whitespace ones, and any string is allowed.
+        newline = self.newline.encode('utf-8')
+        if newline and data.endswith(newline):
+            data = data[:-len(newline)]
         return json.loads(data)

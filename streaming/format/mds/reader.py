@@ -34,6 +34,15 @@ class MDSReader(JointReader):
                       for name, coder, size in zip(column_names, coders, column_sizes)]
         self._sizes_struct = struct.Struct(f'<{sum(s is None for s in column_sizes)}I')
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state['_sizes_struct'] = self._sizes_struct.format  # Struct objects do not pickle.
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state['_sizes_struct'] = struct.Struct(state['_sizes_struct'])
+        self.__dict__.update(state)
+
     def validate(self, maps: list[mmap.mmap]) -> None:
         data, = maps
         path = self.path(self.raw_data)
@@ -63,5 +72,6 @@ class MDSReader(JointReader):
             sample[name] = decode(data[pos:pos + size])
             pos += size
         if pos != len(data):
-            raise ShardFileError(f'sample of {len(data)} bytes has columns totalling {pos} bytes')
+            # get_item turns this into a ShardFileError naming the shard.
+            raise ValueError(f'sample of {len(data)} bytes has columns totalling {pos} bytes')
         return sample

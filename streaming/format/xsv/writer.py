@@ -65,7 +65,16 @@ class XSVWriter(SplitWriter):
                                  f'{self.separator!r} or the newline {self.newline!r}, which this '
                                  f'format cannot escape.')
             values.append(text)
-        return (self.separator.join(values) + self.newline).encode('utf-8')
+        line = self.separator.join(values)
+        if len(self.separator) > 1 and line.split(self.separator) != values:
+            # A value starting or ending with part of the separator ('x|' with '||'): readers
+            # would split the line in the wrong place.
+            parts = line.split(self.separator)
+            name = next((n for n, v, p in zip(self.column_names, values, parts) if v != p),
+                        self.column_names[-1])
+            raise ValueError(f'Column {name!r}: the values {values!r:.80} cannot be told apart '
+                             f'when joined by the separator {self.separator!r}.')
+        return (line + self.newline).encode('utf-8')
 
 
 class _FixedSeparatorWriter(XSVWriter):

@@ -1,0 +1,55 @@
+"""Small helpers shared by the unit tests (no fixtures, no mocks)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from typing import Any, Iterable
+
+import xxhash
+
+from streaming import LocalDataset, MDSWriter
+
+
+def write_mds(out: Any, columns: dict[str, str], samples: Iterable[dict[str, Any]],
+              **kwargs: Any) -> None:
+    """Write ``samples`` with an MDSWriter used as a context manager."""
+    with MDSWriter(columns=columns, out=out, **kwargs) as writer:
+        for sample in samples:
+            writer.write(sample)
+
+
+def mds_round_trip(root: str, columns: dict[str, str], samples: list[dict[str, Any]],
+                   **kwargs: Any) -> list[dict[str, Any]]:
+    """Write then read back every sample through LocalDataset."""
+    write_mds(root, columns, samples, **kwargs)
+    dataset = LocalDataset(root)
+    assert len(dataset) == len(samples)
+    return [dataset[i] for i in range(len(dataset))]
+
+
+def read_index(root: str) -> dict[str, Any]:
+    with open(os.path.join(root, 'index.json')) as f:
+        return json.load(f)
+
+
+def hexdigest(algo: str, data: bytes) -> str:
+    """A hash computed straight from hashlib / xxhash, independently of the library."""
+    if algo.startswith('xxh'):
+        return getattr(xxhash, algo)(data).hexdigest()
+    return hashlib.new(algo, data).hexdigest()
+
+
+def parse_mds_shard(data: bytes) -> tuple[list[int], dict[str, Any], list[bytes]]:
+    """Split an MDS shard per the documented layout: (offsets, config, sample blobs)."""
+    (count,) = struct.unpack_from('<I', data, 0)
+    offsets = list(struct.unpack_from(f'<{count + 1}I', data, 4))
+    config = json.loads(data[4 + 4 * (count + 1):offsets[0]])
+    blobs = [data[offsets[i]:offsets[i + 1]] for i in range(count)]
+    return offsets, config, blobs
+
+
+def shard_files(root: str) -> list[str]:
+    return sorted(name for name in os.listdir(root) if name.startswith('shard.'))
