@@ -12,11 +12,13 @@ from typing import Any
 from streaming._version import __version__
 from streaming.format import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 
-__all__ = ['CSVWriter', 'JSONWriter', 'LocalDataset', 'MDSWriter', 'TSVWriter', 'XSVWriter',
-           '__version__']
+__all__ = ['CSVWriter', 'JSONWriter', 'LocalDataset', 'MDSWriter', 'Stream', 'StreamingDataLoader',
+           'StreamingDataset', 'TSVWriter', 'World', 'XSVWriter', '__version__']
 
-# Public name -> module that defines it, imported on first access.
-_LAZY = {'LocalDataset': 'streaming.local'}
+# Public name -> module that defines it, imported on first access (these import torch).
+_LAZY = {'LocalDataset': 'streaming.local', 'Stream': 'streaming.dataset.stream',
+         'StreamingDataset': 'streaming.dataset.dataset',
+         'StreamingDataLoader': 'streaming.dataloader', 'World': 'streaming.world'}
 
 
 def __getattr__(name: str) -> Any:

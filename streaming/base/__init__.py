@@ -1,15 +1,16 @@
-"""The reference's ``streaming.base`` import path, kept so existing code keeps working.
+"""The reference's ``streaming.base`` import path, kept so existing code keeps working."""
 
-Only the writers are imported here; the torch-based names resolve on first access, as in
-``streaming`` itself, so ``from streaming.base import MDSWriter`` does not import torch.
-"""
+from typing import Any
 
-from streaming import (  # noqa: F401
-    CSVWriter,
-    JSONWriter,
-    MDSWriter,
-    TSVWriter,
-    XSVWriter,
-    __all__,
-    __getattr__,
-)
+import streaming
+from streaming import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
+
+__all__ = ['CSVWriter', 'JSONWriter', 'LocalDataset', 'MDSWriter', 'Stream',
+           'StreamingDataLoader', 'StreamingDataset', 'TSVWriter', 'XSVWriter']
+
+
+def __getattr__(name: str) -> Any:
+    # The torch-based names load on first use, as in the top-level package.
+    if name in __all__:
+        return getattr(streaming, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -1,0 +1,198 @@
+"""The node-wide shard cache: which shards are local, how much disk they take, and eviction.
+
+State lives in shared arrays of the dataset's namespace, so every rank and worker on the node
+sees the same cache. One process downloads a shard while the others wanting it block on that
+shard's lock (no polling). Eviction picks the least recently used local shard, and never a
+shard whose only copy is local (a stream without a remote): that would lose data.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from streaming.coord import Namespace
+from streaming.dataset.stream import Stream
+from streaming.format import Reader
+
+__all__ = ['ShardCache', 'cache_arrays', 'REMOTE', 'PREPARING', 'LOCAL']
+
+REMOTE, PREPARING, LOCAL = 0, 1, 2
+
+
+def cache_arrays(num_shards: int) -> dict[str, tuple[str, tuple]]:
+    """The shared arrays the cache needs, for the namespace to create."""
+    return {'shard_states': ('uint8', (num_shards,)),
+            'shard_access': ('int64', (num_shards,)),
+            'shard_generation': ('uint32', (num_shards,)),
+            'cache_usage': ('int64', (1,))}
+
+
+class ShardCache:
+    """Prepare (download and decompress) and evict shards under an optional byte limit."""
+
+    def __init__(self, namespace: Namespace, shards: list[Reader], streams: list[Stream],
+                 shard_streams: np.ndarray, cache_limit: int | None) -> None:
+        self.namespace = namespace
+        self.shards = shards
+        self.streams = streams
+        self.shard_streams = shard_streams
+        self.cache_limit = cache_limit
+        self.evictable = np.array([streams[s].has_remote for s in shard_streams], bool)
+        self._lock = namespace.lock('cache')
+
+    @property
+    def states(self) -> np.ndarray:
+        return self.namespace.array('shard_states')
+
+    @property
+    def access(self) -> np.ndarray:
+        return self.namespace.array('shard_access')
+
+    @property
+    def generation(self) -> np.ndarray:
+        return self.namespace.array('shard_generation')
+
+    @property
+    def usage(self) -> int:
+        return int(self.namespace.array('cache_usage')[0])
+
+    def _add_usage(self, delta: int) -> None:
+        self.namespace.array('cache_usage')[0] += delta
+
+    # ---- setup ----------------------------------------------------------------------------------
+    def scan_local(self) -> None:
+        """Record which shards are already complete on disk (local leader, once)."""
+        with self._lock:
+            usage = 0
+            states = self.states
+            for i, shard in enumerate(self.shards):
+                present = True
+                for raw, _ in shard.file_pairs:
+                    try:
+                        present &= os.path.getsize(shard.path(raw)) == raw['bytes']
+                    except OSError:
+                        present = False
+                if present:
+                    states[i] = LOCAL
+                    usage += shard.get_persistent_size(self.streams[self.shard_streams[i]]
+                                                       .safe_keep_zip)
+            self.namespace.array('cache_usage')[0] = usage
+        if self.cache_limit is not None and usage > self.cache_limit:
+            with self._lock:
+                self._make_room(0, keep=-1)
+
+    def check_limit(self) -> None:
+        """Refuse a cache_limit that cannot hold the shards one step of iteration needs."""
+        if self.cache_limit is None or not self.shards:
+            return
+        largest = max(shard.get_max_size() for shard in self.shards)
+        if self.cache_limit < 2 * largest:
+            raise ValueError(f'cache_limit={self.cache_limit} bytes is too small: the largest '
+                             f'shard needs {largest} bytes while it is prepared, and the cache '
+                             f'must hold at least two such shards ({2 * largest} bytes).')
+
+    # ---- use --------------------------------------------------------------------------------------
+    def touch(self, shard_id: int) -> None:
+        self.access[shard_id] = time.monotonic_ns()
+
+    def is_local(self, shard_id: int) -> bool:
+        return self.states[shard_id] == LOCAL
+
+    def prepare(self, shard_id: int, blocking: bool = True) -> bool:
+        """Make a shard local. Returns False if another process is preparing it and not
+        ``blocking``; raises if it cannot be prepared.
+        """
+        for _ in range(100):
+            with self._lock:
+                state = int(self.states[shard_id])
+                if state == LOCAL:
+                    self.touch(shard_id)
+                    return True
+                shard_lock = self.namespace.lock(f'shard-{shard_id}')
+                if state == REMOTE:
+                    reserved = self.shards[shard_id].get_max_size()
+                    self._make_room(reserved, keep=shard_id)
+                    self.states[shard_id] = PREPARING
+                    self._add_usage(reserved)
+                    shard_lock.__enter__()  # Held until prepared: waiters block on it.
+            if state == REMOTE:
+                self._download(shard_id, reserved, shard_lock)
+                return True
+            if not blocking:
+                return False
+            with shard_lock:  # Wait for the preparing process to finish or die.
+                with self._lock:
+                    if self.states[shard_id] == PREPARING:
+                        # Its preparer released the lock without finishing: it died.
+                        self.states[shard_id] = REMOTE
+                        self._add_usage(-self.shards[shard_id].get_max_size())
+        raise RuntimeError(f'Shard {shard_id} could not be prepared after 100 attempts.')
+
+    def _download(self, shard_id: int, reserved: int, shard_lock: object) -> None:
+        shard = self.shards[shard_id]
+        try:
+            size = self.streams[self.shard_streams[shard_id]].prepare_shard(shard)
+        except BaseException:
+            with self._lock:
+                self.states[shard_id] = REMOTE
+                self._add_usage(-reserved)
+            shard_lock.__exit__(None, None, None)  # type: ignore[attr-defined]
+            raise
+        with self._lock:
+            self._add_usage(size - reserved)
+            self.states[shard_id] = LOCAL
+            self.touch(shard_id)
+        shard_lock.__exit__(None, None, None)  # type: ignore[attr-defined]
+
+    # ---- eviction --------------------------------------------------------------------------------
+    def _make_room(self, needed: int, keep: int) -> None:
+        """Evict least recently used shards until ``needed`` more bytes fit (lock held)."""
+        if self.cache_limit is None:
+            return
+        while self.usage + needed > self.cache_limit:
+            candidates = np.flatnonzero((self.states == LOCAL) & self.evictable)
+            candidates = candidates[candidates != keep]
+            if not len(candidates):
+                raise RuntimeError(
+                    f'cache_limit={self.cache_limit} bytes is too small: {self.usage} bytes are '
+                    f'in use by shards that cannot be evicted (being prepared, or with no remote '
+                    f'to fetch them again) and {needed} more are needed; raise cache_limit to at '
+                    f'least {self.usage + needed} bytes.')
+            victim = int(candidates[np.argmin(self.access[candidates])])
+            self._evict_locked(victim)
+
+    def _evict_locked(self, shard_id: int) -> int:
+        shard = self.shards[shard_id]
+        stream = self.streams[self.shard_streams[shard_id]]
+        for raw, zipped in shard.file_pairs:
+            for info in (raw, zipped):
+                if info is not None:
+                    try:
+                        os.remove(shard.path(info))
+                    except FileNotFoundError:
+                        pass
+        self.states[shard_id] = REMOTE
+        self.generation[shard_id] += 1  # Tells readers elsewhere to drop their maps.
+        self._add_usage(-shard.get_persistent_size(stream.safe_keep_zip))
+        return shard_id
+
+    def evict(self, shard_id: int) -> None:
+        """Delete a local shard (which must have a remote to fetch it from again)."""
+        if not self.evictable[shard_id]:
+            raise ValueError(f'Shard {shard_id} has no remote: evicting it would delete the only '
+                             f'copy of its data.')
+        with self._lock:
+            if self.states[shard_id] == LOCAL:
+                self._evict_locked(shard_id)
+
+    def evict_coldest(self) -> int:
+        """Evict the least recently used evictable local shard; returns its id."""
+        with self._lock:
+            candidates = np.flatnonzero((self.states == LOCAL) & self.evictable)
+            if not len(candidates):
+                raise RuntimeError('No local shard can be evicted (none is local, or none has a '
+                                   'remote to fetch it from again).')
+            return self._evict_locked(int(candidates[np.argmin(self.access[candidates])]))

@@ -1,0 +1,287 @@
+"""``StreamingDataset``: the glue between streams, the shard cache, the epoch order and torch.
+
+It owns no algorithm of its own: the sample order comes from ``streaming.order`` (pure numpy),
+files from ``Stream`` and the storage backends, node-wide state from ``streaming.coord``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import os
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from torch.utils.data import IterableDataset
+
+from streaming.array import Array
+from streaming.coord import Namespace, make_job_token
+from streaming.dataset.cache import ShardCache, cache_arrays
+from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
+from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoch_order
+from streaming.dataset.options import DatasetOptions
+from streaming.dataset.stream import Stream, streams_registry
+from streaming.order.epoch import default_num_canonical_nodes, get_epoch_order
+from streaming.order.sampling import apply_weights
+from streaming.world import World
+
+__all__ = ['StreamingDataset']
+
+
+class StreamingDataset(Array, IterableDataset):
+    """An iterable (and randomly indexable) dataset over one or more streams of shards.
+
+    Takes the reference's arguments, with the same defaults, plus ``world``: a ``World`` for
+    launchers that set neither torch.distributed nor the RANK/WORLD_SIZE variables.
+    """
+
+    def __init__(self, *, streams: Sequence[Stream] | None = None, remote: str | None = None,
+                 local: str | None = None, split: str | None = None, download_retry: int = 2,
+                 download_timeout: float = 60, validate_hash: str | None = None,
+                 keep_zip: bool = False, epoch_size: int | str | None = None,
+                 predownload: int | None = None, cache_limit: int | str | None = None,
+                 sampling_method: str = 'balanced', sampling_granularity: int = 1,
+                 partition_algo: str = 'relaxed', num_canonical_nodes: int | None = None,
+                 batch_size: int | None = None, shuffle: bool = False, shuffle_algo: str = 'py1e',
+                 shuffle_seed: int = 9176, shuffle_block_size: int | None = None,
+                 batching_method: str = 'random', allow_unsafe_types: bool = False,
+                 replication: int | None = None, stream_name: str = 'stream',
+                 stream_config: dict[str, Any] | None = None, world: World | None = None) -> None:
+        options = DatasetOptions.validate(
+            epoch_size=epoch_size, predownload=predownload, cache_limit=cache_limit,
+            sampling_method=sampling_method, sampling_granularity=sampling_granularity,
+            partition_algo=partition_algo, num_canonical_nodes=num_canonical_nodes,
+            batch_size=batch_size, shuffle=shuffle, shuffle_algo=shuffle_algo,
+            shuffle_seed=shuffle_seed, shuffle_block_size=shuffle_block_size,
+            batching_method=batching_method, replication=replication)
+        self.__dict__.update(options.__dict__)
+        self.options = options
+        if streams is not None and (remote is not None or local is not None):
+            raise ValueError('Pass either streams or remote/local, not both.')
+        if streams is None:
+            if remote is None and local is None:
+                raise ValueError('StreamingDataset needs streams, or remote and/or local.')
+            stream_cls = streams_registry.get(stream_name)
+            if stream_cls is None:
+                raise ValueError(f'Unknown stream_name {stream_name!r}; registered: '
+                                 f'{sorted(streams_registry)}.')
+            streams = [stream_cls(remote=remote, local=local, split=split,
+                                  **(stream_config or {}))]
+        if not streams:
+            raise ValueError('streams must hold at least one Stream.')
+        defaults = {'download_retry': download_retry, 'download_timeout': download_timeout,
+                    'validate_hash': validate_hash, 'keep_zip': keep_zip}
+        for stream in streams:
+            stream.apply_default(defaults)
+        self.streams = list(streams)
+        self.num_streams = len(self.streams)
+        self.allow_unsafe_types = allow_unsafe_types
+        self.world = world or World.detect()
+        self.initial_physical_nodes: int | None = None
+        self._load(download_timeout)
+
+    # ---- set-up -----------------------------------------------------------------------------
+    def _load(self, timeout: float) -> None:
+        """Fetch indexes (local leader), join the node's shared state, build the shard tables."""
+        world = self.world
+        indexes = None
+        if world.is_local_leader:
+            indexes = [s.get_index(fetch=True) for s in self.streams]
+        key = '|'.join(f'{s.remote}>{s.local}/{s.split}' for s in self.streams)
+        token = make_job_token(world, key)
+        if indexes is None:
+            # Wait for the leader's namespace, which it publishes after fetching the indexes.
+            Namespace.create_or_join(token, world, {}, timeout=max(120.0, 4 * timeout))
+            indexes = [s.get_index(fetch=False) for s in self.streams]
+        shards, shard_streams = [], []
+        for stream_id, (stream, index) in enumerate(zip(self.streams, indexes)):
+            for shard in stream.get_shards(index, self.allow_unsafe_types):
+                shards.append(shard)
+                shard_streams.append(stream_id)
+        self.shards = shards
+        self.num_shards = len(shards)
+        self.stream_per_shard = np.array(shard_streams, np.int64)
+        self.samples_per_shard = np.array([s.samples for s in shards], np.int64)
+        self.sample_offset_per_shard = np.concatenate([[0], np.cumsum(self.samples_per_shard)])
+        self.num_samples = int(self.sample_offset_per_shard[-1])
+        self._starts = self.sample_offset_per_shard.tolist()
+        self.samples_per_stream = np.bincount(self.stream_per_shard, self.samples_per_shard,
+                                              self.num_streams).astype(np.int64)
+        self.shards_per_stream = np.bincount(self.stream_per_shard, minlength=self.num_streams)
+        self.shard_offset_per_stream = np.concatenate([[0], np.cumsum(self.shards_per_stream)])
+        self.sample_offset_per_stream = np.concatenate([[0], np.cumsum(self.samples_per_stream)])
+        self.stream_choose = apply_weights(
+            stream_sizes=self.samples_per_stream,
+            proportion=[s.proportion for s in self.streams],
+            repeat=[s.repeat for s in self.streams], choose=[s.choose for s in self.streams],
+            epoch_size=self.epoch_size, seed=self.shuffle_seed)
+        self.epoch_size = int(self.stream_choose.sum())
+        self.length = math.ceil(self.epoch_size / self._parallel_ranks())
+        arrays = {**cache_arrays(self.num_shards), **epoch_arrays(world.local_world_size)}
+        if world.is_local_leader:
+            self._namespace = Namespace.create_or_join(token, world, arrays)
+        else:
+            self._namespace = Namespace(Namespace.create_or_join(token, world, {}).path)
+        self.cache = ShardCache(self._namespace, shards, self.streams, self.stream_per_shard,
+                                self.cache_limit)
+        self.cache.check_limit()
+        if world.is_local_leader:
+            self.cache.scan_local()
+        self._epochs = EpochState(self._namespace, world.local_rank)
+        self._evictable = bool(self.cache.evictable.any())
+        self._passes = 0
+        self._seen_generation = [0] * self.num_shards
+        self._known_local = [False] * self.num_shards
+        self._fast_read = (type(self).__getitem__ is StreamingDataset.__getitem__ and
+                           type(self).get_item is StreamingDataset.get_item)
+
+    def _parallel_ranks(self) -> int:
+        return self.world.world_size // (self.replication or 1)
+
+    # ---- sizes ------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Samples this rank sees per epoch."""
+        return self.length
+
+    @property
+    def size(self) -> int:
+        """Samples in the underlying shards (before resampling)."""
+        return self.num_samples
+
+    @property
+    def cache_usage(self) -> int:
+        """Bytes the node's cache holds for this dataset."""
+        return self.cache.usage
+
+    # ---- random access ------------------------------------------------------------------------
+    def get_item(self, sample_id: int, retry: int = 7) -> Any:
+        """Sample ``sample_id``, downloading its shard first if needed."""
+        shard_id = bisect.bisect_right(self._starts, sample_id) - 1
+        return self._read(shard_id, sample_id - self._starts[shard_id], retry)
+
+    def _read(self, shard_id: int, index: int, retry: int = 7) -> Any:
+        reader = self.shards[shard_id]
+        for _ in range(retry + 1):
+            if self._evictable:
+                generation = int(self.cache.generation[shard_id])
+                if generation != self._seen_generation[shard_id]:
+                    reader.close()  # Evicted since we mapped it: let the disk space go.
+                    self._seen_generation[shard_id] = generation
+                    self._known_local[shard_id] = False
+                if self.cache_limit is not None:
+                    self.cache.touch(shard_id)
+            if not self._known_local[shard_id]:
+                self.cache.prepare(shard_id)
+                self._known_local[shard_id] = True
+            try:
+                return reader.get_item(index)
+            except FileNotFoundError:
+                self._known_local[shard_id] = False  # Evicted under us: prepare again.
+        hint = ' (cache_limit may be too small for the shuffle: shards are evicted before use)' \
+            if self.cache_limit is not None else ''
+        raise RuntimeError(f'Shard {shard_id} vanished {retry + 1} times while being read{hint}.')
+
+    def prepare_shard(self, shard_id: int, blocking: bool = True) -> None:
+        """Download and decompress a shard into the cache."""
+        self.cache.prepare(shard_id, blocking)
+
+    def evict_shard(self, shard_id: int) -> None:
+        """Remove a shard from the cache (only shards that can be fetched again)."""
+        self.cache.evict(shard_id)
+
+    def evict_coldest_shard(self) -> None:
+        """Remove the least recently used shard from the cache."""
+        self.cache.evict_coldest()
+
+    # ---- iteration --------------------------------------------------------------------------
+    def _resolved_canonical_nodes(self) -> int:
+        if self.num_canonical_nodes is None:
+            self.num_canonical_nodes = default_num_canonical_nodes(self.shuffle_algo,
+                                                                   self.world.num_nodes)
+        return self.num_canonical_nodes
+
+    def _adopt(self, record: ResumeRecord) -> None:
+        if record.num_canonical_nodes is not None:
+            self.num_canonical_nodes = record.num_canonical_nodes
+        if record.shuffle_seed is not None:
+            self.shuffle_seed = record.shuffle_seed
+        if record.initial_physical_nodes is not None:
+            self.initial_physical_nodes = record.initial_physical_nodes
+
+    def _epoch_order(self, epoch: int, sample_in_epoch: int, world: World) -> np.ndarray:
+        if self.batch_size is None:
+            raise ValueError('StreamingDataset needs batch_size (the per-device batch size of '
+                             'your DataLoader) to lay out an epoch for iteration.')
+        replication = self.replication or 1
+        if world.local_world_size % replication:
+            raise ValueError(f'replication={replication} must divide the ranks per node '
+                             f'({world.local_world_size}).')
+        params = dict(
+            shard_sizes=self.samples_per_shard, shard_streams=self.stream_per_shard,
+            stream_choose=self.stream_choose, epoch=epoch, seed=self.shuffle_seed,
+            shuffle=self.shuffle, shuffle_algo=self.shuffle_algo,
+            shuffle_block_size=self.effective_block_size(),
+            num_canonical_nodes=self._resolved_canonical_nodes(),
+            partition_algo=self.partition_algo, num_physical_nodes=world.num_nodes,
+            ranks_per_node=world.local_world_size // replication,
+            workers_per_rank=world.num_workers, batch_size=self.batch_size,
+            batching_method=self.batching_method, sampling_method=self.sampling_method,
+            sampling_granularity=self.sampling_granularity, sample_in_epoch=sample_in_epoch,
+            initial_physical_nodes=self.initial_physical_nodes)
+        key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
+        return shared_epoch_order(self._namespace, key, lambda: get_epoch_order(**params))
+
+    def effective_block_size(self) -> int | None:
+        """The shuffle block size, capped so one block's shards fit in ``cache_limit``."""
+        return self.options.capped_block_size(self.samples_per_shard,
+                                              [s.get_max_size() for s in self.shards])
+
+    def _session_key(self) -> int:
+        """A key shared by the workers of one pass over the data (see ``epochs``)."""
+        from torch.utils.data import get_worker_info
+        info = get_worker_info()
+        self._passes += 1  # Counts passes of persistent workers and of the main process.
+        base = os.getpid() if info is None else info.seed - info.id
+        return hash((base, self._passes)) & ((1 << 63) - 1)
+
+    def __iter__(self) -> Iterator[Any]:
+        world = self.world.with_worker()
+        epoch, sample_in_epoch, record = self._epochs.begin_session(self._session_key())
+        if record is not None:
+            self._adopt(record)
+        order = self._epoch_order(epoch, sample_in_epoch, world)
+        mine = np.asarray(order[world.node, world.local_rank // (self.replication or 1),
+                                world.worker]).reshape(-1)
+        sample_ids = mine[mine >= 0]
+        shard_ids = np.searchsorted(self.sample_offset_per_shard, sample_ids, 'right') - 1
+        prefetcher = None
+        if len(shard_ids) and not self.cache.states[np.unique(shard_ids)].all():
+            prefetcher = Prefetcher(self.cache, shard_ids, self.predownload)
+        if self._fast_read:
+            shards = shard_ids.tolist()
+            indices = (sample_ids - self.sample_offset_per_shard[shard_ids]).tolist()
+
+            def read(position: int) -> Any:
+                return self._read(shards[position], indices[position])
+        else:
+            ids = sample_ids.tolist()
+
+            def read(position: int) -> Any:
+                return self[ids[position]]  # A subclass's override sees every sample.
+        return iterate_samples(len(sample_ids), read, prefetcher)
+
+    # ---- resumption -------------------------------------------------------------------------
+    def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
+        """Where this epoch stands after ``num_samples`` samples (summed over all ranks)."""
+        epoch, start = self._epochs.current()
+        return {'epoch': epoch,
+                'sample_in_epoch': num_samples if from_beginning else start + num_samples,
+                'num_canonical_nodes': self._resolved_canonical_nodes(),
+                'shuffle_seed': self.shuffle_seed,
+                'initial_physical_nodes': self.initial_physical_nodes or self.world.num_nodes}
+
+    def load_state_dict(self, obj: dict[str, Any]) -> None:
+        """Resume from ``obj`` at the next iteration, even if this dataset was iterated."""
+        record = ResumeRecord.from_state(obj)
+        self._adopt(record)
+        self._epochs.publish_resume(record)

@@ -1,0 +1,198 @@
+"""``Stream``: one source of shards (a remote and/or local directory) and its weight in the mix."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+import uuid
+from typing import Any
+
+from streaming.errors import ShardFileError
+from streaming.format import Reader, reader_from_json
+from streaming.format.compression import decompress
+from streaming.format.hashing import get_hash
+from streaming.format.index import INDEX_BASENAME, load_index
+from streaming.storage.registry import get_backend, is_remote_url
+
+__all__ = ['Stream', 'streams_registry']
+
+_DEFAULTS = {'download_retry': 2, 'download_timeout': 60.0, 'validate_hash': None,
+             'keep_zip': False}
+
+
+def _join(root: str, *parts: str) -> str:
+    parts = tuple(p for p in parts if p)
+    if is_remote_url(root):
+        return '/'.join([root.rstrip('/'), *parts])
+    return os.path.join(root, *parts)
+
+
+class Stream:
+    """A dataset directory to stream from, with how much of it each epoch takes.
+
+    ``remote`` is where shards live (a URL or a path; None when ``local`` already holds them);
+    ``local`` is where they are cached (default: a directory under the temp dir derived from the
+    remote). At most one of ``proportion``, ``repeat`` and ``choose`` sets its weight. The
+    download settings left as None take the dataset's values.
+    """
+
+    def __init__(self, *, remote: str | None = None, local: str | None = None,
+                 split: str | None = None, proportion: float | None = None,
+                 repeat: float | None = None, choose: int | None = None,
+                 download_retry: int | None = None, download_timeout: float | None = None,
+                 validate_hash: str | None = None, keep_zip: bool | None = None) -> None:
+        if remote is None and local is None:
+            raise ValueError('Stream needs remote or local (or both).')
+        weights = {k: v for k, v in
+                   [('proportion', proportion), ('repeat', repeat), ('choose', choose)]
+                   if v is not None}
+        if len(weights) > 1:
+            raise ValueError(f'Stream takes at most one of proportion, repeat and choose; got '
+                             f'{sorted(weights)}.')
+        for name, value in weights.items():
+            if value < 0:
+                raise ValueError(f'Stream {name} must be non-negative, got {value}.')
+        if download_retry is not None and download_retry < 0:
+            raise ValueError(f'download_retry must be >= 0, got {download_retry}.')
+        if download_timeout is not None and download_timeout <= 0:
+            raise ValueError(f'download_timeout must be > 0, got {download_timeout}.')
+        self.remote = remote
+        self.split = split or ''
+        if local is None:
+            digest = hashlib.blake2s(str(remote).encode(), digest_size=16).hexdigest()
+            local = os.path.join(tempfile.gettempdir(), 'streaming-cache', digest)
+        self.local = local
+        self.proportion, self.repeat, self.choose = proportion, repeat, choose
+        self._given = {'download_retry': download_retry, 'download_timeout': download_timeout,
+                       'validate_hash': validate_hash, 'keep_zip': keep_zip}
+        self.apply_default({})
+
+    def apply_default(self, defaults: dict[str, Any]) -> None:
+        """Fill the download settings this stream left unset from the dataset's."""
+        for name, default in _DEFAULTS.items():
+            value = self._given[name]
+            if value is None:
+                value = defaults.get(name, default)
+            setattr(self, name, value)
+        # A compressed copy is kept when the remote is the local dir itself or there is none.
+        self.safe_keep_zip = self.keep_zip or self.remote in (None, self.local)
+
+    @property
+    def has_remote(self) -> bool:
+        """Whether shards can be fetched again after eviction."""
+        return self.remote not in (None, self.local)
+
+    @property
+    def local_dir(self) -> str:
+        return os.path.join(self.local, self.split)
+
+    # ---- files -----------------------------------------------------------------------------
+    def download_file(self, basename: str) -> str:
+        """Fetch ``basename`` from the remote to the local dir atomically, with retries."""
+        if not self.has_remote:
+            path = os.path.join(self.local_dir, basename)
+            if not os.path.exists(path):
+                raise FileNotFoundError(f'{path} does not exist and the stream has no remote '
+                                        f'to download it from.')
+            return path
+        url = _join(self.remote, self.split, basename)  # type: ignore[arg-type]
+        path = os.path.join(self.local_dir, basename)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        backend = get_backend(url)
+        attempts = max(1, self.download_retry + 1)
+        for attempt in range(attempts):
+            try:
+                backend.download(url, path, self.download_timeout)
+                return path
+            except FileNotFoundError:
+                raise
+            except Exception as error:
+                if attempt + 1 == attempts:
+                    raise RuntimeError(f'Downloading {url} failed after {attempts} attempt(s): '
+                                       f'{type(error).__name__}: {error}') from error
+                time.sleep(min(2.0**attempt, 30.0) * 0.25)
+        raise AssertionError('unreachable')
+
+    def get_index(self, fetch: bool) -> dict[str, Any]:
+        """This stream's index; ``fetch`` re-downloads it from the remote first."""
+        path = os.path.join(self.local_dir, INDEX_BASENAME)
+        if fetch and self.has_remote:
+            self.download_file(INDEX_BASENAME)
+        return load_index(path)
+
+    def get_shards(self, index: dict[str, Any], allow_unsafe_types: bool) -> list[Reader]:
+        """A reader per shard of ``index``; pickled columns need ``allow_unsafe_types``."""
+        shards = []
+        for entry in index['shards']:
+            if not allow_unsafe_types and entry.get('format') == 'mds':
+                unsafe = [e for e in entry['column_encodings'] if e.partition(':')[0] == 'pkl']
+                if unsafe:
+                    raise ValueError(f'{self.local_dir}: column encodings {unsafe} can run '
+                                     f'arbitrary code when decoded; pass '
+                                     f'allow_unsafe_types=True if you trust this data.')
+            shards.append(reader_from_json(self.local, self.split, entry))
+        return shards
+
+    def prepare_shard(self, shard: Reader) -> int:
+        """Make ``shard``'s raw files present locally; returns the bytes it now takes on disk."""
+        for raw, zipped in shard.file_pairs:
+            raw_path = shard.path(raw)
+            if _has_size(raw_path, raw['bytes']):
+                continue
+            if zipped is None:
+                self._fetch_checked(shard, raw)
+                continue
+            zip_path = shard.path(zipped)
+            if not _has_size(zip_path, zipped['bytes']):
+                self._fetch_checked(shard, zipped)
+            with open(zip_path, 'rb') as f:
+                data = decompress(shard.compression, f.read())  # type: ignore[arg-type]
+            if len(data) != raw['bytes']:
+                raise ShardFileError(f'{zip_path} decompresses to {len(data)} bytes, expected '
+                                     f'{raw["bytes"]}.')
+            _write_atomic(raw_path, data)
+            if not self.safe_keep_zip:
+                os.remove(zip_path)
+        return shard.get_persistent_size(self.safe_keep_zip)
+
+    def _fetch_checked(self, shard: Reader, info: dict[str, Any]) -> None:
+        """Download one file; on a checksum mismatch delete it and download again once."""
+        for attempt in range(2):
+            path = self.download_file(info['basename'])
+            if not _has_size(path, info['bytes']):
+                problem = f'has {os.path.getsize(path)} bytes, expected {info["bytes"]}'
+            elif self.validate_hash and self.validate_hash in info.get('hashes', {}):
+                with open(path, 'rb') as f:
+                    digest = get_hash(self.validate_hash, f.read())
+                if digest == info['hashes'][self.validate_hash]:
+                    return
+                problem = f'{self.validate_hash} checksum mismatch'
+            elif self.validate_hash:
+                raise ValueError(f'validate_hash={self.validate_hash!r}, but the index of '
+                                 f'{path} holds only {sorted(info.get("hashes", {}))}.')
+            else:
+                return
+            if self.has_remote:
+                os.remove(path)
+            if attempt == 1 or not self.has_remote:
+                raise ShardFileError(f'{path} {problem}.')
+
+
+def _has_size(path: str, size: int) -> bool:
+    try:
+        return os.path.getsize(path) == size
+    except OSError:
+        return False
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    tmp = f'{path}.{uuid.uuid4().hex[:8]}.tmp'
+    with open(tmp, 'wb') as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+# Stream classes by name, for StreamingDataset(stream_name=..., stream_config=...).
+streams_registry: dict[str, type[Stream]] = {'stream': Stream}
