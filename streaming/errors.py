@@ -19,3 +19,12 @@ class ShardFileError(StreamingError, ValueError):
 
 class EncodingError(StreamingError, ValueError):
     """A column encoding name is unknown or a value cannot be encoded with it."""
+
+
+class ColumnMismatchError(StreamingError, ValueError, KeyError):
+    """A sample lacks some of the writer's columns or has extra ones.
+
+    Also a ``KeyError``, which is what the reference raises, so existing handlers keep working.
+    """
+
+    __str__ = ValueError.__str__  # KeyError would quote the message.

@@ -94,7 +94,7 @@ class ShardCache:
                              f'shard needs {largest} bytes while it is prepared, and the cache '
                              f'must hold at least two such shards ({2 * largest} bytes).')
 
-    # ---- use --------------------------------------------------------------------------------------
+    # ---- use ------------------------------------------------------------------------------
     def touch(self, shard_id: int) -> None:
         self.access[shard_id] = time.monotonic_ns()
 
@@ -102,8 +102,9 @@ class ShardCache:
         return self.states[shard_id] == LOCAL
 
     def prepare(self, shard_id: int, blocking: bool = True) -> bool:
-        """Make a shard local. Returns False if another process is preparing it and not
-        ``blocking``; raises if it cannot be prepared.
+        """Make a shard local; raise if it cannot be prepared.
+
+        Returns False if another process is preparing it and ``blocking`` is False.
         """
         for _ in range(100):
             with self._lock:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from streaming.errors import ColumnMismatchError
+
 __all__ = ['check_columns', 'column_mismatch']
 
 
@@ -20,7 +22,7 @@ def check_columns(columns: Any, is_encoding: Callable[[str], bool], known: str) 
     return dict(columns)
 
 
-def column_mismatch(sample: Any, names: list[str]) -> ValueError | TypeError:
+def column_mismatch(sample: Any, names: list[str]) -> ColumnMismatchError | TypeError:
     """The error to raise when a sample does not have exactly the writer's columns."""
     if not isinstance(sample, dict):
         return TypeError(f'A sample must be a dict of column name -> value, got '
@@ -32,4 +34,4 @@ def column_mismatch(sample: Any, names: list[str]) -> ValueError | TypeError:
         parts.append(f'missing column(s) {missing}')
     if extra:
         parts.append(f'unexpected column(s) {extra}')
-    return ValueError(f'Sample has {" and ".join(parts)}; the writer\'s columns are {names}.')
+    return ColumnMismatchError(f'Sample has {" and ".join(parts)}; the writer\'s columns are {names}.')
