@@ -46,7 +46,8 @@ class Bytes(Encoding):
     """Raw bytes, stored as is."""
 
     def encode(self, obj: bytes) -> bytes:
-        self._validate(obj, bytes)
+        if not isinstance(obj, bytes):
+            self._validate(obj, bytes)
         return obj
 
     def decode(self, data: bytes) -> bytes:
@@ -57,7 +58,8 @@ class Str(Encoding):
     """UTF-8 text."""
 
     def encode(self, obj: str) -> bytes:
-        self._validate(obj, str)
+        if not isinstance(obj, str):
+            self._validate(obj, str)
         return obj.encode('utf-8')
 
     def decode(self, data: bytes) -> str:
@@ -70,7 +72,8 @@ class Int(Encoding):
     size = 8
 
     def encode(self, obj: int) -> bytes:
-        self._validate(obj, int)
+        if not isinstance(obj, int):
+            self._validate(obj, int)
         return obj.to_bytes(8, 'little', signed=True)
 
     def decode(self, data: bytes) -> int:
