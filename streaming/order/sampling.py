@@ -1,0 +1,260 @@
+"""How many samples an epoch draws from each stream, and which ones from each shard.
+
+``apply_weights`` turns the user's stream weights into a per-stream count ("choose");
+``draw_shards`` spreads each stream's count over its shards: every shard is taken whole as often
+as the count allows, and what is left is a random subset drawn shard by shard.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from streaming.order.rng import TAG_DRAW_BALANCED, TAG_DRAW_FIXED, TAG_WEIGHTS, make_rng
+
+__all__ = ['SAMPLING_METHODS', 'ShardDraw', 'apply_weights', 'draw_shards']
+
+SAMPLING_METHODS = ('balanced', 'fixed')
+
+# Shards are subsampled in groups of about this many samples, to bound temporary memory.
+_SUBSET_CHUNK = 1 << 22
+
+
+def _exact(value: float) -> Fraction:
+    """The decimal a float was written as (0.7 -> 7/10), so shares like 0.1/0.2/0.7 stay exact."""
+    return Fraction(repr(float(value)))
+
+
+def _check_weights(name: str, values: Sequence[float | None] | None, count: int) -> list:
+    if values is None:
+        return [None] * count
+    values = list(values)
+    if len(values) != count:
+        raise ValueError(f'`{name}` has {len(values)} entries but there are {count} streams')
+    for index, value in enumerate(values):
+        if value is not None and not value >= 0:
+            raise ValueError(f'`{name}` of stream {index} must be non-negative, got {value}')
+    return values
+
+
+def _split(total: int, weights: list[Fraction], rng: np.random.Generator) -> np.ndarray:
+    """Split ``total`` in proportion to ``weights``.
+
+    Each share is floored, then the shortfall goes one by one to distinct streams, chosen at
+    random among those whose share was rounded down.
+    """
+    weight_sum = sum(weights)
+    if weight_sum <= 0:
+        raise ValueError('stream weights sum to zero: at least one stream needs a positive weight')
+    shares = [total * weight / weight_sum for weight in weights]
+    counts = np.array([math.floor(share) for share in shares], dtype=np.int64)
+    shortfall = total - int(counts.sum())
+    if shortfall:
+        rounded = np.flatnonzero([share != math.floor(share) for share in shares])
+        counts[rng.choice(rounded, shortfall, replace=False)] += 1
+    return counts
+
+
+def apply_weights(stream_sizes: np.ndarray, *, proportion: Sequence[float | None] | None = None,
+                  repeat: Sequence[float | None] | None = None,
+                  choose: Sequence[int | None] | None = None, epoch_size: int | None = None,
+                  seed: int) -> np.ndarray:
+    """Samples to draw from each stream per epoch, from the streams' weights.
+
+    Relative weights (``proportion`` given for every stream) are normalised and split
+    ``epoch_size`` (default: the total of ``stream_sizes``). With no weights at all, an
+    ``epoch_size`` is split in proportion to stream size. Absolute weights take ``int(repeat *
+    size)``, ``choose``, or the whole stream; the epoch is then their sum and ``epoch_size`` is an
+    error. Floors are taken on the decimal values written, and the shortfall of the floors goes
+    one sample each to streams picked by a generator seeded with ``seed``.
+    """
+    sizes = np.asarray(stream_sizes, dtype=np.int64)
+    if sizes.ndim != 1 or (sizes < 0).any():
+        raise ValueError(f'`stream_sizes` must be a 1-D array of non-negative ints, got {sizes}')
+    count = len(sizes)
+    proportion = _check_weights('proportion', proportion, count)
+    repeat = _check_weights('repeat', repeat, count)
+    choose = _check_weights('choose', choose, count)
+    for index in range(count):
+        given = [name for name, values in (('proportion', proportion), ('repeat', repeat),
+                                           ('choose', choose)) if values[index] is not None]
+        if len(given) > 1:
+            raise ValueError(f'stream {index} has {" and ".join(given)}: give at most one of '
+                             '`proportion`, `repeat` and `choose`; the others are derived')
+    if epoch_size is not None and epoch_size < 0:
+        raise ValueError(f'`epoch_size` must be non-negative, got {epoch_size}')
+    rng = make_rng(seed, TAG_WEIGHTS)
+    relative = [index for index in range(count) if proportion[index] is not None]
+    if relative:
+        if len(relative) != count:
+            absolute = sorted(set(range(count)) - set(relative))
+            raise ValueError(
+                'relative (`proportion`) and absolute (`repeat`, `choose`, or no weight) stream '
+                f'weights cannot be mixed: streams {relative} have `proportion` but streams '
+                f'{absolute} do not')
+        total = int(sizes.sum()) if epoch_size is None else int(epoch_size)
+        return _split(total, [_exact(value) for value in proportion], rng)
+    if epoch_size is not None:
+        weighted = [index for index in range(count)
+                    if repeat[index] is not None or choose[index] is not None]
+        if weighted:
+            raise ValueError(
+                f'`epoch_size` cannot be combined with absolute weights (`repeat`/`choose`, given '
+                f'for streams {weighted}); use `proportion` on every stream, or drop `epoch_size`')
+        if int(sizes.sum()) == 0 and epoch_size > 0:
+            raise ValueError(f'`epoch_size`={epoch_size} but every stream is empty')
+        return _split(int(epoch_size), [Fraction(int(size)) for size in sizes], rng)
+    counts = sizes.copy()
+    for index in range(count):
+        if repeat[index] is not None:
+            counts[index] = math.floor(_exact(repeat[index]) * int(sizes[index]))
+        elif choose[index] is not None:
+            if int(choose[index]) != choose[index]:
+                raise ValueError(f'`choose` of stream {index} must be an int, got {choose[index]}')
+            counts[index] = int(choose[index])
+    return counts
+
+
+@dataclass(frozen=True)
+class ShardDraw:
+    """What one epoch takes from each shard: whole copies, plus a sorted subset of the rest.
+
+    ``subset_offsets[subset_starts[s]:subset_starts[s + 1]]`` are the in-shard offsets of shard
+    ``s``'s partial draw (``remainder[s]`` of them, always fewer than the shard's size).
+    """
+
+    shard_sizes: np.ndarray
+    copies: np.ndarray
+    remainder: np.ndarray
+    subset_starts: np.ndarray
+    subset_offsets: np.ndarray
+
+    @property
+    def total(self) -> int:
+        return int((self.copies * self.shard_sizes).sum() + self.remainder.sum())
+
+
+def _spread_remainder(sizes: np.ndarray, remainder: int, granularity: int,
+                      rng: np.random.Generator) -> np.ndarray:
+    """Spread ``remainder`` samples over shards of ``sizes``, in granules of ``granularity``.
+
+    Granules (the last of a shard may be short) are drawn without replacement; the total is then
+    made exact by trimming or topping up shards visited in random order.
+    """
+    granules = -(-sizes // granularity)
+    wanted = -(-remainder // granularity)
+    picked = rng.multivariate_hypergeometric(granules, wanted, method='marginals')
+    counts = np.minimum(picked * granularity, sizes)
+    excess = int(counts.sum()) - remainder
+    if excess:
+        room = counts if excess > 0 else sizes - counts
+        order = rng.permutation(np.flatnonzero(room))
+        available = room[order]
+        before = np.cumsum(available) - available
+        change = np.clip(abs(excess) - before, 0, available)
+        counts[order] -= np.sign(excess) * change
+    return counts
+
+
+def _random_subsets(sizes: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Sorted uniform random subsets: ``counts[i]`` distinct offsets below ``sizes[i]``, each.
+
+    Every sample gets a random key packed with its shard and offset into one uint64; one sort per
+    chunk of shards then ranks the keys within each shard, and the lowest ``counts[i]`` win.
+    """
+    pieces = []
+    start = 0
+    cumulative = np.cumsum(sizes)
+    while start < len(sizes):
+        base = cumulative[start] - sizes[start]
+        stop = max(start + 1, int(np.searchsorted(cumulative, base + _SUBSET_CHUNK, 'right')))
+        pieces.append(_subsets_of_chunk(sizes[start:stop], counts[start:stop], rng))
+        start = stop
+    return np.concatenate(pieces) if pieces else np.empty(0, np.int64)
+
+
+def _subsets_of_chunk(sizes: np.ndarray, counts: np.ndarray,
+                      rng: np.random.Generator) -> np.ndarray:
+    total = int(sizes.sum())
+    shard_bits = max(1, int(len(sizes) - 1).bit_length())
+    offset_bits = max(1, int(sizes.max() - 1).bit_length())
+    key_bits = 64 - shard_bits - offset_bits
+    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    offsets = np.arange(total, dtype=np.int64) - starts
+    shard = np.repeat(np.arange(len(sizes), dtype=np.uint64), sizes)
+    if key_bits < 16:  # absurdly large shards: fall back to one draw per shard
+        return np.concatenate([np.sort(rng.choice(int(size), int(take), replace=False))
+                               for size, take in zip(sizes, counts)]).astype(np.int64)
+    packed = rng.integers(0, 1 << key_bits, total, dtype=np.uint64)
+    packed <<= np.uint64(offset_bits)
+    packed |= offsets.astype(np.uint64)
+    packed |= shard << np.uint64(key_bits + offset_bits)
+    packed.sort()
+    keep = offsets < np.repeat(counts, sizes)  # rank within its shard, as sorting keeps shards
+    chosen = packed[keep]
+    offset_mask = np.uint64((1 << offset_bits) - 1)
+    shard_of = chosen >> np.uint64(key_bits + offset_bits)
+    chosen &= offset_mask
+    chosen |= shard_of << np.uint64(offset_bits)
+    chosen.sort()
+    chosen &= offset_mask
+    return chosen.astype(np.int64)
+
+
+def draw_shards(shard_sizes: np.ndarray, shard_streams: np.ndarray, stream_choose: np.ndarray, *,
+                seed: int, epoch: int, sampling_method: str = 'balanced',
+                sampling_granularity: int = 1) -> ShardDraw:
+    """Decide what an epoch takes from each shard, given the samples to draw per stream.
+
+    A stream drawn ``q`` whole times plus ``r`` extra samples gives each of its shards ``q`` whole
+    copies, and spreads ``r`` over its shards in granules of ``sampling_granularity`` samples,
+    each shard contributing a sorted random subset. ``balanced`` draws anew every epoch;
+    ``fixed`` draws the same shards and samples every epoch.
+    """
+    if sampling_method not in SAMPLING_METHODS:
+        raise ValueError(f'`sampling_method` must be one of {SAMPLING_METHODS}, '
+                         f'got {sampling_method!r}')
+    if sampling_granularity < 1:
+        raise ValueError(f'`sampling_granularity` must be positive, got {sampling_granularity}')
+    sizes = np.asarray(shard_sizes, dtype=np.int64)
+    streams = np.asarray(shard_streams, dtype=np.int64)
+    choose = np.asarray(stream_choose, dtype=np.int64)
+    copies = np.zeros(len(sizes), np.int64)
+    remainder = np.zeros(len(sizes), np.int64)
+    subsets: list[tuple[np.ndarray, np.ndarray]] = []
+    for stream, wanted in enumerate(choose.tolist()):
+        members = np.flatnonzero(streams == stream)
+        stream_size = int(sizes[members].sum())
+        if stream_size == 0:
+            if wanted:
+                raise ValueError(f'stream {stream} has no samples but {wanted} are to be drawn')
+            continue
+        whole, extra = divmod(wanted, stream_size)
+        copies[members] = whole
+        if not extra:
+            continue
+        if sampling_method == 'fixed':
+            rng = make_rng(seed, TAG_DRAW_FIXED, stream)
+        else:
+            rng = make_rng(seed, TAG_DRAW_BALANCED, stream, epoch)
+        counts = _spread_remainder(sizes[members], extra, sampling_granularity, rng)
+        full = counts == sizes[members]
+        copies[members[full]] += 1
+        counts[full] = 0
+        remainder[members] = counts
+        partial = counts > 0
+        offsets = _random_subsets(sizes[members][partial], counts[partial], rng)
+        subsets.append((members[partial], offsets))
+    starts = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(remainder, out=starts[1:])
+    offset_type = np.uint32 if len(sizes) == 0 or sizes.max() <= 1 << 32 else np.int64
+    offsets = np.empty(int(starts[-1]), offset_type)
+    for members, found in subsets:  # each stream's subsets, in shard order, to their slots
+        lengths = remainder[members]
+        where = np.repeat(starts[members] - (np.cumsum(lengths) - lengths), lengths)
+        offsets[where + np.arange(len(found))] = found
+    return ShardDraw(sizes, copies, remainder, starts, offsets)
