@@ -5,16 +5,15 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-import time
 import uuid
 from typing import Any
 
 from streaming.errors import ShardFileError
 from streaming.format import Reader, reader_from_json
 from streaming.format.compression import decompress
-from streaming.format.hashing import get_hash
 from streaming.format.index import INDEX_BASENAME, load_index
-from streaming.storage.registry import get_backend, is_remote_url
+from streaming.storage.download import download_file, hash_check
+from streaming.storage.registry import is_remote_url
 
 __all__ = ['Stream', 'streams_registry']
 
@@ -90,7 +89,7 @@ class Stream:
 
     # ---- files -----------------------------------------------------------------------------
     def download_file(self, basename: str) -> str:
-        """Fetch ``basename`` from the remote to the local dir atomically, with retries."""
+        """Fetch ``basename`` from the remote to the local dir: atomic, retried, time-bounded."""
         if not self.has_remote:
             path = os.path.join(self.local_dir, basename)
             if not os.path.exists(path):
@@ -98,22 +97,8 @@ class Stream:
                                         f'to download it from.')
             return path
         url = _join(self.remote, self.split, basename)  # type: ignore[arg-type]
-        path = os.path.join(self.local_dir, basename)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        backend = get_backend(url)
-        attempts = max(1, self.download_retry + 1)
-        for attempt in range(attempts):
-            try:
-                backend.download(url, path, self.download_timeout)
-                return path
-            except FileNotFoundError:
-                raise
-            except Exception as error:
-                if attempt + 1 == attempts:
-                    raise RuntimeError(f'Downloading {url} failed after {attempts} attempt(s): '
-                                       f'{type(error).__name__}: {error}') from error
-                time.sleep(min(2.0**attempt, 30.0) * 0.25)
-        raise AssertionError('unreachable')
+        return download_file(url, os.path.join(self.local_dir, basename),
+                             retries=self.download_retry, timeout=self.download_timeout)
 
     def get_index(self, fetch: bool) -> dict[str, Any]:
         """This stream's index; ``fetch`` re-downloads it from the remote first."""
@@ -158,26 +143,29 @@ class Stream:
         return shard.get_persistent_size(self.safe_keep_zip)
 
     def _fetch_checked(self, shard: Reader, info: dict[str, Any]) -> None:
-        """Download one file; on a checksum mismatch delete it and download again once."""
-        for attempt in range(2):
+        """Download one shard file, verified against its index entry.
+
+        Its size, and its checksum when ``validate_hash`` is set, must match; a wrong download is
+        fetched again and never reaches its final path.
+        """
+        algo = self.validate_hash
+        expected = info.get('hashes', {}).get(algo) if algo else None
+        if algo and expected is None:
+            raise ValueError(f'validate_hash={algo!r}, but the index entry of '
+                             f'{info["basename"]} holds only {sorted(info.get("hashes", {}))}.')
+        check = hash_check(algo, expected) if algo else None
+        if not self.has_remote:
             path = self.download_file(info['basename'])
-            if not _has_size(path, info['bytes']):
-                problem = f'has {os.path.getsize(path)} bytes, expected {info["bytes"]}'
-            elif self.validate_hash and self.validate_hash in info.get('hashes', {}):
-                with open(path, 'rb') as f:
-                    digest = get_hash(self.validate_hash, f.read())
-                if digest == info['hashes'][self.validate_hash]:
-                    return
-                problem = f'{self.validate_hash} checksum mismatch'
-            elif self.validate_hash:
-                raise ValueError(f'validate_hash={self.validate_hash!r}, but the index of '
-                                 f'{path} holds only {sorted(info.get("hashes", {}))}.')
-            else:
-                return
-            if self.has_remote:
-                os.remove(path)
-            if attempt == 1 or not self.has_remote:
+            problem = None if _has_size(path, info['bytes']) else \
+                f'has {os.path.getsize(path)} bytes, expected {info["bytes"]}'
+            problem = problem or (check(path) if check else None)
+            if problem:
                 raise ShardFileError(f'{path} {problem}.')
+            return
+        url = _join(self.remote, self.split, info['basename'])  # type: ignore[arg-type]
+        download_file(url, os.path.join(self.local_dir, info['basename']),
+                      retries=self.download_retry, timeout=self.download_timeout,
+                      size=info['bytes'], check=check)
 
 
 def _has_size(path: str, size: int) -> bool:

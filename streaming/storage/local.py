@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from typing import Iterator
 from urllib.parse import unquote, urlparse
 
-from streaming.storage.registry import Backend
+from streaming.storage.registry import Backend, ObjectInfo, Response
 
 __all__ = ['LocalBackend', 'local_path']
 
@@ -32,6 +33,19 @@ def _copy_atomic(src: str, dst: str) -> None:
         raise
 
 
+def _chunks(path: str, start: int, end: int | None, size: int = 1 << 20) -> Iterator[bytes]:
+    with open(path, 'rb') as f:
+        f.seek(start)
+        left = None if end is None else end - start
+        while left is None or left > 0:
+            data = f.read(size if left is None else min(size, left))
+            if not data:
+                return
+            if left is not None:
+                left -= len(data)
+            yield data
+
+
 class LocalBackend(Backend):
     """Copies files between local paths, through a temporary name and a rename."""
 
@@ -40,8 +54,19 @@ class LocalBackend(Backend):
     def upload(self, local_path_: str, url: str) -> None:
         _copy_atomic(local_path_, local_path(url))
 
-    def download(self, url: str, local_path_: str, timeout: float | None = None) -> None:
-        _copy_atomic(local_path(url), local_path_)
+    def stat(self, url: str, *, timeout: float) -> ObjectInfo:
+        path = local_path(url)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f'{url}: no such file.')
+        st = os.stat(path)
+        return ObjectInfo(st.st_size, f'{st.st_mtime_ns}-{st.st_size}')
+
+    def read(self, url: str, start: int = 0, end: int | None = None, *, timeout: float,
+             etag: str | None = None) -> Response:
+        info = self.stat(url, timeout=timeout)
+        if etag is not None and etag != info.etag:
+            raise FileNotFoundError(f'{url} changed during the download.')
+        return Response(info, _chunks(local_path(url), start, end))
 
     def list(self, url: str) -> list[str]:
         root = local_path(url)

@@ -1,0 +1,48 @@
+"""Scrub credentials from text before it reaches a log, an error message or a repr."""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = ['redact', 'SECRET_ENV_VARS']
+
+# Environment variables whose values are secrets (never identifiers such as key ids).
+SECRET_ENV_VARS = (
+    'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_SECURITY_TOKEN', 'GCS_SECRET',
+    'AZURE_ACCOUNT_ACCESS_KEY', 'AZURE_STORAGE_KEY', 'AZURE_STORAGE_CONNECTION_STRING',
+    'AZURE_STORAGE_SAS_TOKEN', 'AZURE_CLIENT_SECRET', 'HF_TOKEN', 'HUGGING_FACE_HUB_TOKEN',
+    'OCI_KEY_PASSPHRASE', 'STREAMING_HTTP_AUTHORIZATION',
+)
+_MASK = '***'
+# user:password@ in URLs of network schemes (oci://bucket@namespace is not a credential).
+_USERINFO = re.compile(r'(?i)\b((?:https?|ftp|sftp)://)[^/\s@]+@')
+# Signed-URL and token query parameters.
+_QUERY = re.compile(r'(?i)([?&](?:sig|signature|x-amz-signature|x-amz-credential|'
+                    r'x-amz-security-token|x-goog-signature|x-goog-credential|token|'
+                    r'access_token|api_key|key)=)[^&\s\'"]+')
+# Key=value secrets in Azure connection strings and Authorization-like headers.
+_PAIRS = re.compile(r'(?i)((?:AccountKey|SharedAccessSignature|Authorization|Bearer)\s*[=: ]\s*)'
+                    r'[^;\s\'",]+')
+
+
+def _secret_values() -> list[str]:
+    values = []
+    for name in SECRET_ENV_VARS:
+        value = os.environ.get(name)
+        if value and len(value) >= 4:
+            values.append(value)
+            # Connection strings also hold the key on its own.
+            values.extend(part.split('=', 1)[1] for part in value.split(';')
+                          if part.lower().startswith('accountkey=') and len(part) > 15)
+    return sorted(set(values), key=len, reverse=True)
+
+
+def redact(text: object) -> str:
+    """``text`` as a string with every credential we know of replaced by ``***``."""
+    out = str(text)
+    for value in _secret_values():
+        out = out.replace(value, _MASK)
+    out = _USERINFO.sub(r'\1' + _MASK + '@', out)
+    out = _QUERY.sub(r'\1' + _MASK, out)
+    return _PAIRS.sub(r'\1' + _MASK, out)
