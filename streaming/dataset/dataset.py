@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import math
 import os
+import warnings
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -84,14 +85,14 @@ class StreamingDataset(Array, IterableDataset):
     def _load(self, timeout: float) -> None:
         """Fetch indexes (local leader), join the node's shared state, build the shard tables."""
         world = self.world
-        indexes = None
+        namespace = None
         if world.is_local_leader:
             indexes = [s.get_index(fetch=True) for s in self.streams]
         key = '|'.join(f'{s.remote}>{s.local}/{s.split}' for s in self.streams)
         token = make_job_token(world, key)
-        if indexes is None:
-            # Wait for the leader's namespace, which it publishes after fetching the indexes.
-            Namespace.create_or_join(token, world, {}, timeout=max(120.0, 4 * timeout))
+        if not world.is_local_leader:
+            # The leader publishes the namespace only after fetching the indexes.
+            namespace = Namespace.create_or_join(token, world, {}, timeout=max(120.0, 4 * timeout))
             indexes = [s.get_index(fetch=False) for s in self.streams]
         shards, shard_streams = [], []
         for stream_id, (stream, index) in enumerate(zip(self.streams, indexes)):
@@ -118,10 +119,9 @@ class StreamingDataset(Array, IterableDataset):
         self.epoch_size = int(self.stream_choose.sum())
         self.length = math.ceil(self.epoch_size / self._parallel_ranks())
         arrays = {**cache_arrays(self.num_shards), **epoch_arrays(world.local_world_size)}
-        if world.is_local_leader:
-            self._namespace = Namespace.create_or_join(token, world, arrays)
-        else:
-            self._namespace = Namespace(Namespace.create_or_join(token, world, {}).path)
+        if namespace is None:
+            namespace = Namespace.create_or_join(token, world, arrays)
+        self._namespace = namespace
         self.cache = ShardCache(self._namespace, shards, self.streams, self.stream_per_shard,
                                 self.cache_limit)
         self.cache.check_limit()
@@ -130,6 +130,7 @@ class StreamingDataset(Array, IterableDataset):
         self._epochs = EpochState(self._namespace, world.local_rank)
         self._evictable = bool(self.cache.evictable.any())
         self._passes = 0
+        self._warn_if_block_capped()
         self._seen_generation = [0] * self.num_shards
         self._known_local = [False] * self.num_shards
         self._fast_read = (type(self).__getitem__ is StreamingDataset.__getitem__ and
@@ -231,10 +232,19 @@ class StreamingDataset(Array, IterableDataset):
         key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
         return shared_epoch_order(self._namespace, key, lambda: get_epoch_order(**params))
 
-    def effective_block_size(self) -> int | None:
+    def effective_block_size(self) -> int:
         """The shuffle block size, capped so one block's shards fit in ``cache_limit``."""
-        return self.options.capped_block_size(self.samples_per_shard,
-                                              [s.get_max_size() for s in self.shards])
+        return self.options.block_size(self._resolved_canonical_nodes(), self._block_cap)
+
+    def _warn_if_block_capped(self) -> None:
+        self._block_cap = self.options.block_size_cap(self.samples_per_shard,
+                                                      [s.get_max_size() for s in self.shards])
+        wanted = self.options.block_size(self._resolved_canonical_nodes(), None)
+        if self._block_cap is not None and self._block_cap < wanted:
+            warnings.warn(f'shuffle_block_size {wanted} spans more shards than cache_limit='
+                          f'{self.cache_limit} bytes can hold; using {self._block_cap} so that '
+                          f'an epoch does not re-download evicted shards over and over.',
+                          stacklevel=3)
 
     def _session_key(self) -> int:
         """A key shared by the workers of one pass over the data (see ``epochs``)."""

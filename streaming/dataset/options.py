@@ -83,28 +83,23 @@ class DatasetOptions:
         return cls(**{**kwargs, 'epoch_size': epoch_size, 'cache_limit': cache_limit,
                       'predownload': predownload, 'shuffle': bool(kwargs['shuffle'])})
 
-    def capped_block_size(self, samples_per_shard: np.ndarray,
-                          shard_bytes: Sequence[int]) -> int | None:
-        """The shuffle block size, reduced if its shards could not all stay in the cache.
+    def block_size_cap(self, samples_per_shard: np.ndarray,
+                       shard_bytes: Sequence[int]) -> int | None:
+        """The largest shuffle block whose shards all fit in half of ``cache_limit``.
 
         A block shuffle mixes about ``block_size`` consecutive samples, so the shards of one block
-        must be local at once. If they cannot fit in half of ``cache_limit`` (the other half
-        being room for prefetching and other workers), shards would be evicted and downloaded
-        again many times per epoch; the block is shrunk to fit, with a warning.
+        must be local at once. If they cannot fit in half the cache (the other half being room
+        for prefetching and other workers), shards would be evicted and downloaded again many
+        times per epoch. None when no cap applies.
         """
-        block = self.shuffle_block_size
         if self.cache_limit is None or not self.shuffle or self.shuffle_algo not in \
                 _BLOCK_SHUFFLES or not len(samples_per_shard):
-            return block
-        mean_samples = float(np.mean(samples_per_shard))
-        mean_bytes = float(np.mean(shard_bytes))
-        shards_fit = max(int(self.cache_limit // 2 // max(mean_bytes, 1)), 1)
-        cap = max(int(shards_fit * mean_samples), 1)
-        effective = block if block is not None else max(4_000_000 // (self.num_canonical_nodes or
-                                                                      1), 1 << 18)
-        if effective <= cap:
-            return block
-        warnings.warn(f'shuffle_block_size {effective} spans more shards than cache_limit='
-                      f'{self.cache_limit} bytes can hold; using {cap} so that an epoch does not '
-                      f're-download evicted shards over and over.', stacklevel=2)
-        return cap
+            return None
+        mean_bytes = max(float(np.mean(shard_bytes)), 1.0)
+        shards_fit = max(int(self.cache_limit // 2 // mean_bytes), 1)
+        return max(int(shards_fit * float(np.mean(samples_per_shard))), 1)
+
+    def block_size(self, num_canonical_nodes: int, cap: int | None) -> int:
+        """The shuffle block size in effect: the given or default one, within ``cap``."""
+        block = self.shuffle_block_size or max(4_000_000 // num_canonical_nodes, 1 << 18)
+        return block if cap is None else min(block, cap)

@@ -1,0 +1,109 @@
+"""The node-wide shard cache under a byte limit, with a directory as the remote."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from streaming import StreamingDataLoader, StreamingDataset
+from streaming.storage import register_backend
+from streaming.storage.local import LocalBackend
+from tests.dataset.conftest import write_ids
+
+NUM_SAMPLES = 2000
+
+
+class CountingBackend(LocalBackend):
+    """Copies files like the local backend and logs each download's size to a file, which
+    forked DataLoader workers append to as well."""
+
+    log = ''
+
+    def download(self, url: str, local_path: str, timeout: float | None = None) -> None:
+        super().download(url, local_path, timeout)
+        with open(self.log, 'a') as f:
+            f.write(f'{os.path.getsize(local_path)}\n')
+
+
+@pytest.fixture
+def counted_remote(tmp_path):
+    remote = write_ids(str(tmp_path / 'remote'), NUM_SAMPLES, size_limit=1 << 15, payload=1000)
+    CountingBackend.log = str(tmp_path / 'downloads.log')
+    register_backend('', CountingBackend)
+    yield remote
+    register_backend('', LocalBackend)
+
+
+def _downloaded(tmp_path) -> int:
+    path = tmp_path / 'downloads.log'
+    return sum(int(line) for line in path.read_text().split()) if path.exists() else 0
+
+
+def _dataset_bytes(remote: str) -> int:
+    return sum(os.path.getsize(os.path.join(remote, n)) for n in os.listdir(remote)
+               if n.startswith('shard.'))
+
+
+@pytest.mark.parametrize('workers', [0, 2])
+def test_shuffled_epoch_with_quarter_cache_completes_without_thrashing(
+        counted_remote, tmp_path, workers) -> None:
+    total = _dataset_bytes(counted_remote)
+    limit = total // 4
+    with pytest.warns(UserWarning, match='shuffle_block_size'):
+        dataset = StreamingDataset(remote=counted_remote, local=str(tmp_path / 'cache'),
+                                   batch_size=10, shuffle=True, cache_limit=limit)
+        ids = [i for b in StreamingDataLoader(dataset, batch_size=10, num_workers=workers)
+               for i in b['id'].tolist()]
+    assert sorted(ids) == list(range(NUM_SAMPLES))
+    assert dataset.cache_usage <= limit
+    cached = sum(os.path.getsize(os.path.join(tmp_path / 'cache', n))
+                 for n in os.listdir(tmp_path / 'cache') if n.startswith('shard.'))
+    assert cached <= limit
+    downloaded = _downloaded(tmp_path)
+    assert total <= downloaded <= 2 * total, (downloaded, total)
+
+
+def test_evict_and_prepare_by_hand(counted_remote, tmp_path) -> None:
+    dataset = StreamingDataset(remote=counted_remote, local=str(tmp_path / 'cache'),
+                               batch_size=4)
+    assert dataset.cache_usage == 0
+    dataset.prepare_shard(3)
+    size = dataset.shards[3].get_raw_size()
+    assert dataset.cache_usage == size
+    first = dataset[dataset.sample_offset_per_shard[3]]
+    dataset.prepare_shard(5)
+    dataset.evict_coldest_shard()  # Shard 3 was used before shard 5 was prepared.
+    assert not os.path.exists(dataset.shards[3].path(dataset.shards[3].raw_data))
+    assert dataset.cache_usage == dataset.shards[5].get_raw_size()
+    assert dataset[dataset.sample_offset_per_shard[3]] == first  # Fetched again on demand.
+    dataset.evict_shard(5)
+    assert dataset.cache_usage == size
+
+
+def test_local_only_shards_are_never_evicted(tmp_path) -> None:
+    local = write_ids(str(tmp_path / 'data'), NUM_SAMPLES, size_limit=1 << 15, payload=1000)
+    before = sorted(os.listdir(local))
+    with pytest.raises(RuntimeError, match='cache_limit'):
+        StreamingDataset(local=local, batch_size=4, cache_limit=_dataset_bytes(local) // 2)
+    assert sorted(os.listdir(local)) == before  # No data lost.
+    dataset = StreamingDataset(local=local, batch_size=4)
+    with pytest.raises(ValueError, match='only copy'):
+        dataset.evict_shard(0)
+
+
+def test_cache_limit_smaller_than_two_shards_is_refused(counted_remote, tmp_path) -> None:
+    with pytest.raises(ValueError, match=r'cache_limit=1000 bytes is too small.*largest shard'):
+        StreamingDataset(remote=counted_remote, local=str(tmp_path / 'cache'), batch_size=4,
+                         cache_limit=1000)
+
+
+@pytest.mark.parametrize('keep_zip', [False, True])
+def test_keep_zip(tmp_path, keep_zip: bool) -> None:
+    remote = write_ids(str(tmp_path / 'remote'), 300, compression='zstd')
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=4,
+                               keep_zip=keep_zip)
+    assert sorted(s['id'] for s in dataset) == list(range(300))
+    names = os.listdir(tmp_path / 'cache')
+    assert any(n.endswith('.mds') for n in names)
+    assert any(n.endswith('.zstd') for n in names) == keep_zip
