@@ -20,7 +20,12 @@ from streaming.order.batching import (
 )
 from streaming.order.partition import check_partition, lay_out
 from streaming.order.sampling import draw_shards
-from streaming.order.shuffle import SHUFFLE_ALGOS, canonical_layout, default_shuffle_block_size
+from streaming.order.shuffle import (
+    SHUFFLE_ALGOS,
+    Layout,
+    canonical_layout,
+    default_shuffle_block_size,
+)
 
 __all__ = ['default_num_canonical_nodes', 'get_epoch_order']
 
@@ -125,12 +130,12 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
     num_devices = num_physical_nodes * ranks_per_node
     global_batch = num_devices * batch_size
 
-    def layout_of(shards: np.ndarray, tag: int, block: int):
+    def layout_of(shards: np.ndarray, tag: int, block: int) -> Layout:
         return canonical_layout(draw, shards, num_canonical_nodes=num_canonical_nodes,
                                 shuffle=shuffle, shuffle_algo=shuffle_algo, block_size=block,
                                 seed=seed, epoch=epoch, layout_tag=tag)
 
-    def per_stream_layouts(blocks: list[int]):
+    def per_stream_layouts(blocks: list[int]) -> list[Layout]:
         return [layout_of(np.flatnonzero(streams == k), k + 1, blocks[k])
                 for k in range(len(choose))]
 

@@ -19,7 +19,7 @@ import numpy as np
 __all__ = ['interval_groups', 'place_by_keys']
 
 # Samples whose keys are drawn per step, and held samples that trigger a sort.
-_STEP = 1 << 20
+_STEP = 1 << 18
 _MAX_FLUSH = 1 << 23
 _MIN_FRACTION_BITS = 3
 

@@ -160,25 +160,33 @@ def _spread_remainder(sizes: np.ndarray, remainder: int, granularity: int,
     return counts
 
 
-def _random_subsets(sizes: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Sorted uniform random subsets: ``counts[i]`` distinct offsets below ``sizes[i]``, each.
+def _random_subsets(sizes: np.ndarray, counts: np.ndarray, rng: np.random.Generator,
+                    out: np.ndarray, slots: np.ndarray) -> None:
+    """Write sorted uniform random subsets, ``counts[i]`` distinct offsets below ``sizes[i]``.
 
-    Every sample gets a random key packed with its shard and offset into one uint64; one sort per
-    chunk of shards then ranks the keys within each shard, and the lowest ``counts[i]`` win.
+    Shard ``i``'s subset goes to ``out[slots[i]:slots[i] + counts[i]]``. Every sample gets a
+    random key packed with its shard and offset into one uint64; one sort per chunk of shards then
+    ranks the keys within each shard, and the lowest ``counts[i]`` win.
     """
-    pieces = []
     start = 0
     cumulative = np.cumsum(sizes)
     while start < len(sizes):
         base = cumulative[start] - sizes[start]
         stop = max(start + 1, int(np.searchsorted(cumulative, base + _SUBSET_CHUNK, 'right')))
-        pieces.append(_subsets_of_chunk(sizes[start:stop], counts[start:stop], rng))
+        found = _subsets_of_chunk(sizes[start:stop], counts[start:stop], rng)
+        lengths = counts[start:stop]
+        where = np.repeat(slots[start:stop] - (np.cumsum(lengths) - lengths), lengths)
+        out[where + np.arange(len(found))] = found
         start = stop
-    return np.concatenate(pieces) if pieces else np.empty(0, np.int64)
 
 
 def _subsets_of_chunk(sizes: np.ndarray, counts: np.ndarray,
                       rng: np.random.Generator) -> np.ndarray:
+    """The subsets of a chunk of shards, end to end.
+
+    A chunk holds at most ``_SUBSET_CHUNK`` samples or a single shard, so shard and offset take
+    at most about 44 bits and at least 20 bits of random key remain.
+    """
     total = int(sizes.sum())
     shard_bits = max(1, int(len(sizes) - 1).bit_length())
     offset_bits = max(1, int(sizes.max() - 1).bit_length())
@@ -186,9 +194,6 @@ def _subsets_of_chunk(sizes: np.ndarray, counts: np.ndarray,
     starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
     offsets = np.arange(total, dtype=np.int64) - starts
     shard = np.repeat(np.arange(len(sizes), dtype=np.uint64), sizes)
-    if key_bits < 16:  # absurdly large shards: fall back to one draw per shard
-        return np.concatenate([np.sort(rng.choice(int(size), int(take), replace=False))
-                               for size, take in zip(sizes, counts)]).astype(np.int64)
     packed = rng.integers(0, 1 << key_bits, total, dtype=np.uint64)
     packed <<= np.uint64(offset_bits)
     packed |= offsets.astype(np.uint64)
@@ -202,7 +207,7 @@ def _subsets_of_chunk(sizes: np.ndarray, counts: np.ndarray,
     chosen |= shard_of << np.uint64(offset_bits)
     chosen.sort()
     chosen &= offset_mask
-    return chosen.astype(np.int64)
+    return chosen
 
 
 def draw_shards(shard_sizes: np.ndarray, shard_streams: np.ndarray, stream_choose: np.ndarray, *,
@@ -225,7 +230,7 @@ def draw_shards(shard_sizes: np.ndarray, shard_streams: np.ndarray, stream_choos
     choose = np.asarray(stream_choose, dtype=np.int64)
     copies = np.zeros(len(sizes), np.int64)
     remainder = np.zeros(len(sizes), np.int64)
-    subsets: list[tuple[np.ndarray, np.ndarray]] = []
+    partial_draws: list[tuple[np.ndarray, np.random.Generator]] = []
     for stream, wanted in enumerate(choose.tolist()):
         members = np.flatnonzero(streams == stream)
         stream_size = int(sizes[members].sum())
@@ -246,15 +251,11 @@ def draw_shards(shard_sizes: np.ndarray, shard_streams: np.ndarray, stream_choos
         copies[members[full]] += 1
         counts[full] = 0
         remainder[members] = counts
-        partial = counts > 0
-        offsets = _random_subsets(sizes[members][partial], counts[partial], rng)
-        subsets.append((members[partial], offsets))
+        partial_draws.append((members[counts > 0], rng))
     starts = np.zeros(len(sizes) + 1, np.int64)
     np.cumsum(remainder, out=starts[1:])
     offset_type = np.uint32 if len(sizes) == 0 or sizes.max() <= 1 << 32 else np.int64
     offsets = np.empty(int(starts[-1]), offset_type)
-    for members, found in subsets:  # each stream's subsets, in shard order, to their slots
-        lengths = remainder[members]
-        where = np.repeat(starts[members] - (np.cumsum(lengths) - lengths), lengths)
-        offsets[where + np.arange(len(found))] = found
+    for partial, rng in partial_draws:  # then each stream's subsets, straight to their slots
+        _random_subsets(sizes[partial], remainder[partial], rng, offsets, starts[partial])
     return ShardDraw(sizes, copies, remainder, starts, offsets)

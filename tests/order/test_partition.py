@@ -138,3 +138,24 @@ def test_orig_needs_canonical_and_physical_nodes_to_divide() -> None:
     assert got.shape[0] == 2
     with pytest.raises(ValueError, match="partition_algo.*'orig', 'relaxed'"):
         check_partition(partition_algo='fast', num_canonical_nodes=1, num_physical_nodes=1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 25), min_size=1, max_size=10),
+       canonical=st.sampled_from([1, 2, 4, 8]), global_batch=st.sampled_from([4, 8, 12]),
+       first=st.integers(0, 100), second=st.integers(0, 100), epoch=st.integers(0, 5),
+       algo=st.sampled_from(['py1e', 'py1s', 'py2s', 'py1br', 'py1b', 'naive']))
+def test_elastic_determinism_for_any_pair_of_topologies(
+        sizes: list[int], canonical: int, global_batch: int, first: int, second: int,
+        epoch: int, algo: str) -> None:
+    options = [t for t in topologies(global_batch, max_nodes=4)
+               if canonical % t[0] == 0 or t[0] % canonical == 0]
+    results = []
+    for nodes, ranks, workers, batch in (options[first % len(options)],
+                                         options[second % len(options)]):
+        got = order(one_stream(sizes), shuffle_algo=algo, epoch=epoch,
+                    num_canonical_nodes=canonical, num_physical_nodes=nodes,
+                    ranks_per_node=ranks, workers_per_rank=workers, batch_size=batch)
+        multisets = batch_multisets(got)
+        results.append((multisets[:-1], set(multisets[-1]) if multisets else set()))
+    assert results[0] == results[1]

@@ -54,13 +54,18 @@ def _node_shards(epoch_order: np.ndarray, sizes: np.ndarray) -> list[set]:
 
 
 @pytest.mark.parametrize('algo', SHUFFLED_ALGOS)
-def test_canonical_nodes_keep_disjoint_shards_when_rows_end_on_shard_edges(algo: str) -> None:
-    """16 shards of 25 over 4 canonical nodes: each node owns 4 whole shards, every epoch."""
+@pytest.mark.parametrize('repeat', [1, 2])
+def test_canonical_nodes_keep_disjoint_shards_when_rows_end_on_shard_edges(algo: str,
+                                                                           repeat: int) -> None:
+    """16 shards of 25 over 4 canonical nodes: each node owns 4 whole shards (with all their
+    repeats), every epoch."""
     sizes = DATA['shard_sizes']
+    data = dict(DATA, stream_choose=DATA['stream_choose'] * repeat)
     owners = None
     for epoch in range(3):
-        got = order(DATA, shuffle_algo=algo, epoch=epoch, num_canonical_nodes=4,
+        got = order(data, shuffle_algo=algo, epoch=epoch, num_canonical_nodes=4,
                     num_physical_nodes=4, ranks_per_node=2, batch_size=2)
+        assert np.bincount(got[got >= 0]).tolist() == [repeat] * 400
         shards = _node_shards(got, sizes)
         assert [len(s) for s in shards] == [4, 4, 4, 4]
         assert len(set.union(*shards)) == 16
