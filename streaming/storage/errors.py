@@ -5,7 +5,7 @@ from __future__ import annotations
 from streaming.errors import ShardFileError, StreamingError
 
 __all__ = ['DownloadError', 'CorruptDownloadError', 'DiskFullError', 'TransientError',
-           'MissingDependencyError']
+           'UploadError', 'MissingDependencyError']
 
 
 class DownloadError(StreamingError, RuntimeError):
@@ -32,3 +32,7 @@ class TransientError(StreamingError, IOError):
         super().__init__(message)
         self.retry_after = retry_after
         self.throttled = throttled
+
+
+class UploadError(StreamingError, RuntimeError):
+    """An upload failed on every attempt; the message names the URL and the last cause."""

@@ -2,19 +2,61 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import shutil
 import tempfile
-from typing import Sequence
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
 
+from streaming.storage.errors import MissingDependencyError, TransientError, UploadError
 from streaming.storage.registry import get_backend, is_remote_url
-from streaming.util import retry as retry_decorator
+from streaming.storage.secrets import redact
 
-__all__ = ['Uploader']
+__all__ = ['Uploader', 'upload_file']
+
+logger = logging.getLogger(__name__)
 
 
 def _join(url: str, basename: str) -> str:
     return url.rstrip('/') + '/' + basename if is_remote_url(url) else os.path.join(url, basename)
+
+
+def _fatal(error: BaseException) -> bool:
+    if isinstance(error, TransientError):
+        return False
+    return isinstance(error, (FileNotFoundError, PermissionError, NotImplementedError,
+                              MissingDependencyError, ValueError, TypeError, IsADirectoryError))
+
+
+def upload_file(local_path: str, url: str, retries: int = 2, backoff: float = 0.5) -> None:
+    """Send ``local_path`` to ``url``, retrying with exponential backoff and jitter.
+
+    ``retries`` extra attempts follow a failed one; the final error names the URL and the cause.
+    """
+    backend = get_backend(url)
+    attempts = retries + 1
+    for attempt in range(attempts):
+        try:
+            backend.upload(local_path, url)
+            return
+        except Exception as error:
+            if _fatal(error):
+                raise
+            cause = redact(f'{type(error).__name__}: {error}')
+            if attempt + 1 == attempts:
+                raise UploadError(f'Uploading {local_path} to {redact(url)} failed after '
+                                  f'{attempts} attempt(s); last error: {cause}') from error
+            delay = min(20.0, backoff * 2**attempt) * random.uniform(0.5, 1.0)
+            retry_after = getattr(error, 'retry_after', None)
+            if retry_after:
+                delay = max(delay, min(float(retry_after), 60.0))
+            logger.warning('Upload attempt %d of %d to %s failed (%s); retrying in %.1fs.',
+                           attempt + 1, attempts, redact(url), cause, delay)
+            time.sleep(delay)
 
 
 class Uploader:
@@ -23,11 +65,14 @@ class Uploader:
     ``out`` is a local directory, a remote URL (files are staged in a temporary directory), or a
     ``(local, remote)`` pair. Without a remote, files simply stay in the local directory. A
     non-empty local directory is an error unless ``exist_ok`` (then it is emptied first) or
-    ``keep_contents`` (then it is used as is, as ``merge_index`` does).
+    ``keep_contents`` (then it is used as is, as ``merge_index`` does). ``upload_file`` is
+    thread-safe (writers call it from their worker pool); ``upload_files`` sends many files with
+    ``max_workers`` threads. ``progress_bar`` shows a tqdm bar of uploaded files.
     """
 
     def __init__(self, out: str | Sequence[str], keep_local: bool = False, retry: int = 2,
-                 exist_ok: bool = False, keep_contents: bool = False) -> None:
+                 exist_ok: bool = False, keep_contents: bool = False, *,
+                 progress_bar: bool = False, max_workers: int | None = None) -> None:
         if isinstance(out, str):
             if is_remote_url(out):
                 local, remote = tempfile.mkdtemp(prefix='streaming-out-'), out
@@ -38,13 +83,14 @@ class Uploader:
             local, remote = out
         else:
             raise ValueError(f'out must be a local directory, a remote URL or a (local, remote) '
-                             f'pair of strings, got {out!r}.')
+                             f'pair of strings, got {redact(out)!r}.')
         if retry < 0:
             raise ValueError(f'retry must be a non-negative number of retries, got {retry}.')
         self.local = local
         self.remote = remote
         self.keep_local = keep_local or remote is None
-        self.attempts = retry + 1
+        self.retry = retry
+        self.max_workers = max_workers or min(8, 2 * (os.cpu_count() or 1))
         if os.path.isdir(local) and os.listdir(local) and not keep_contents:
             if not exist_ok:
                 raise FileExistsError(f'Output directory {local} is not empty; pass exist_ok=True '
@@ -52,19 +98,41 @@ class Uploader:
             shutil.rmtree(local)
         os.makedirs(local, exist_ok=True)
         self.backend = get_backend(remote) if remote is not None else None
+        self._progress: Any = None
+        self._lock = threading.Lock()
+        if progress_bar and self.backend is not None:
+            from tqdm import tqdm
+            self._progress = tqdm(desc=f'Uploading to {redact(remote)}', unit='file',
+                                  leave=False)
+
+    def __repr__(self) -> str:
+        return f'Uploader(local={self.local!r}, remote={redact(self.remote)!r})'
 
     def upload_file(self, basename: str) -> None:
         """Send ``local/basename`` to ``remote/basename``; drop the local copy unless kept."""
         if self.backend is None:
             return
         path = os.path.join(self.local, basename)
-        upload = retry_decorator(Exception, num_attempts=self.attempts, initial_backoff=0.5)(
-            self.backend.upload)
-        upload(path, _join(self.remote, basename))
+        upload_file(path, _join(self.remote, basename), self.retry)  # type: ignore[arg-type]
         if not self.keep_local:
             os.remove(path)
+        if self._progress is not None:
+            with self._lock:
+                self._progress.update(1)
+
+    def upload_files(self, basenames: Sequence[str]) -> None:
+        """Upload several files in parallel (``max_workers`` threads); the first error wins."""
+        if self.backend is None or not basenames:
+            return
+        with ThreadPoolExecutor(max_workers=self.max_workers,
+                                thread_name_prefix='uploader') as pool:
+            for future in [pool.submit(self.upload_file, name) for name in basenames]:
+                future.result()
 
     def finish(self) -> None:
         """Remove the local staging directory if it was only a staging area."""
+        if self._progress is not None:
+            self._progress.close()
+            self._progress = None
         if self.backend is not None and not self.keep_local:
             shutil.rmtree(self.local, ignore_errors=True)

@@ -1,0 +1,187 @@
+"""``gs://bucket/key``: Google Cloud Storage.
+
+Two ways in, chosen as the reference chooses:
+
+- ``GCS_KEY`` and ``GCS_SECRET`` set: HMAC keys through GCS's S3-interoperable XML endpoint
+  (``https://storage.googleapis.com``, or ``GCS_HMAC_ENDPOINT_URL``), with boto3;
+- otherwise google-cloud-storage with application default credentials
+  (``GOOGLE_APPLICATION_CREDENTIALS``, gcloud, metadata server). ``STORAGE_EMULATOR_HOST`` points
+  it at an emulator, as in Google's own client.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Iterator
+from urllib.parse import quote
+
+from streaming.storage.errors import TransientError
+from streaming.storage.http import status_error
+from streaming.storage.registry import Backend, ObjectInfo, Response, split_bucket_key
+from streaming.storage.s3 import S3Backend
+from streaming.storage.secrets import redact
+
+__all__ = ['GCSBackend']
+
+_CHUNK = 256 << 10
+
+
+class _GCSHMAC(S3Backend):
+    """GCS through its S3-compatible XML API, signed with HMAC keys."""
+
+    scheme = 'gs'
+    service = 'GCS'
+    credentials_hint = 'check GCS_KEY / GCS_SECRET and the bucket permissions'
+
+    def endpoint_url(self) -> str | None:
+        return os.environ.get('GCS_HMAC_ENDPOINT_URL') or 'https://storage.googleapis.com'
+
+    def session_kwargs(self) -> dict[str, Any]:
+        return {'aws_access_key_id': os.environ['GCS_KEY'],
+                'aws_secret_access_key': os.environ['GCS_SECRET'], 'region_name': 'auto'}
+
+    def _make_client(self, timeout: float, upload: bool) -> Any:
+        import boto3
+        from botocore.config import Config
+        config = Config(connect_timeout=min(timeout, 60.0),
+                        read_timeout=max(timeout, 300.0) if upload else timeout,
+                        retries={'total_max_attempts': 1, 'mode': 'standard'},
+                        max_pool_connections=64, signature_version='s3v4',
+                        # GCS rejects boto3's default streaming checksums.
+                        request_checksum_calculation='when_required',
+                        response_checksum_validation='when_required')
+        return boto3.session.Session(**self.session_kwargs()).client(
+            's3', endpoint_url=self.endpoint_url(), config=config)
+
+
+class _GCSClient(Backend):
+    """GCS through google-cloud-storage; bodies streamed from the JSON API's media endpoint."""
+
+    scheme = 'gs'
+
+    def __init__(self) -> None:
+        self._client: Any = None
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def client(self) -> Any:
+        if self._client is None or self._pid != os.getpid():
+            with self._lock:
+                from google.cloud import storage
+                if os.environ.get('STORAGE_EMULATOR_HOST'):
+                    from google.auth.credentials import AnonymousCredentials
+                    self._client = storage.Client(project='emulator',
+                                                  credentials=AnonymousCredentials())
+                else:
+                    self._client = storage.Client()
+                self._pid = os.getpid()
+        return self._client
+
+    def _translate(self, url: str, error: Exception) -> Exception:
+        from google.api_core import exceptions
+        if isinstance(error, exceptions.NotFound):
+            return FileNotFoundError(f'{redact(url)}: no such object (GCS 404).')
+        if isinstance(error, (exceptions.Forbidden, exceptions.Unauthorized)):
+            return PermissionError(f'{redact(url)}: access denied (GCS {error.code}); check the '
+                                   f'application default credentials.')
+        if isinstance(error, exceptions.GoogleAPICallError):
+            code = int(error.code or 0)
+            if code in (429, 408) or code >= 500:
+                return TransientError(f'{redact(url)}: GCS answered {code}',
+                                      throttled=code in (429, 503))
+        return error
+
+    def stat(self, url: str, *, timeout: float) -> ObjectInfo:
+        bucket, key = split_bucket_key(url)
+        try:
+            blob = self.client().bucket(bucket).get_blob(key, timeout=timeout, retry=None)
+        except Exception as error:
+            raise self._translate(url, error) from None
+        if blob is None:
+            raise FileNotFoundError(f'{redact(url)}: no such object (GCS 404).')
+        return ObjectInfo(int(blob.size), str(blob.generation))
+
+    def read(self, url: str, start: int = 0, end: int | None = None, *, timeout: float,
+             etag: str | None = None) -> Response:
+        bucket, key = split_bucket_key(url)
+        client = self.client()
+        base = client._connection.API_BASE_URL.rstrip('/')
+        media = f'{base}/download/storage/v1/b/{quote(bucket, safe="")}/o/' \
+                f'{quote(key, safe="")}?alt=media'
+        if etag:
+            media += f'&ifGenerationMatch={etag}'
+        headers = {'Accept-Encoding': 'gzip'}  # The stored bytes, never transcoded.
+        ranged = bool(start or end is not None)
+        if ranged:
+            headers['Range'] = f'bytes={start}-{"" if end is None else end - 1}'
+        try:
+            response = client._http.get(media, headers=headers, stream=True,
+                                        timeout=(min(timeout, 60.0), timeout))
+        except Exception as error:
+            raise TransientError(f'{redact(url)}: {redact(error)}') from None
+        if response.status_code not in (200, 206) or (ranged and response.status_code != 206):
+            response.close()
+            raise status_error(url, response.status_code, response.headers, 'GCS')
+        total = None
+        content_range = response.headers.get('Content-Range', '')
+        if '/' in content_range and content_range.rsplit('/', 1)[1].isdigit():
+            total = int(content_range.rsplit('/', 1)[1])
+        elif not ranged and response.headers.get('Content-Length'):
+            total = int(response.headers['Content-Length'])
+        generation = response.headers.get('x-goog-generation')
+        return Response(ObjectInfo(total, generation), self._chunks(url, response))
+
+    @staticmethod
+    def _chunks(url: str, response: Any) -> Iterator[bytes]:
+        try:
+            yield from response.raw.stream(_CHUNK, decode_content=False)
+        except Exception as error:
+            raise TransientError(f'{redact(url)}: {redact(error)}') from None
+        finally:
+            response.close()
+
+    def upload(self, local_path: str, url: str) -> None:
+        bucket, key = split_bucket_key(url)
+        try:
+            self.client().bucket(bucket).blob(key).upload_from_filename(
+                local_path, timeout=300, retry=None)
+        except Exception as error:
+            raise self._translate(url, error) from None
+
+    def list(self, url: str) -> list[str]:
+        bucket, prefix = split_bucket_key(url)
+        try:
+            return sorted(f'gs://{bucket}/{blob.name}'
+                          for blob in self.client().list_blobs(bucket, prefix=prefix))
+        except Exception as error:
+            raise self._translate(url, error) from None
+
+
+class GCSBackend(Backend):
+    """Dispatches to the HMAC (S3 API) or the google-cloud-storage path, decided per process."""
+
+    scheme = 'gs'
+
+    def __init__(self) -> None:
+        if os.environ.get('GCS_KEY') and os.environ.get('GCS_SECRET'):
+            self.impl: Backend = _GCSHMAC()
+        else:
+            self.impl = _GCSClient()
+
+    def stat(self, url: str, *, timeout: float) -> ObjectInfo:
+        return self.impl.stat(url, timeout=timeout)
+
+    def read(self, url: str, start: int = 0, end: int | None = None, *, timeout: float,
+             etag: str | None = None) -> Response:
+        return self.impl.read(url, start, end, timeout=timeout, etag=etag)
+
+    def upload(self, local_path: str, url: str) -> None:
+        self.impl.upload(local_path, url)
+
+    def list(self, url: str) -> list[str]:
+        return self.impl.list(url)
+
+    def __repr__(self) -> str:
+        mode = 'hmac' if isinstance(self.impl, _GCSHMAC) else 'google-cloud-storage'
+        return f'GCSBackend(mode={mode!r})'

@@ -1,0 +1,134 @@
+"""Read-only ``http://`` and ``https://`` remotes through urllib3 (pooled, ranged, timed).
+
+A server that answers HEAD with ``Accept-Ranges: bytes`` gets parallel ranged GETs for large
+files; any other is read with one GET. ``STREAMING_HTTP_AUTHORIZATION``, if set, is sent as the
+``Authorization`` header (and is scrubbed from every message). Uploads and listing are not
+possible over plain HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Iterator
+
+from streaming.storage.errors import TransientError
+from streaming.storage.registry import Backend, ObjectInfo, Response
+from streaming.storage.secrets import redact
+
+__all__ = ['HTTPBackend', 'status_error']
+
+_CHUNK = 256 << 10
+
+
+def status_error(url: str, status: int, headers: Any, service: str = 'HTTP') -> Exception:
+    """The exception for an unsuccessful HTTP status: missing, denied, or worth retrying."""
+    where = redact(url)
+    if status == 404 or status == 410:
+        return FileNotFoundError(f'{where}: no such object ({service} {status}).')
+    if status in (401, 403):
+        return PermissionError(f'{where}: access denied ({service} {status}); check the '
+                               f'credentials.')
+    retry_after = headers.get('Retry-After') if headers is not None else None
+    try:
+        delay = float(retry_after) if retry_after is not None else None
+    except ValueError:
+        delay = None
+    if status == 412:
+        return TransientError(f'{where} changed during the download ({service} 412).')
+    if status in (408, 425, 429) or status >= 500:
+        return TransientError(f'{where}: {service} answered {status}', retry_after=delay,
+                              throttled=status in (429, 503))
+    return ValueError(f'{where}: unexpected {service} status {status}.')
+
+
+class HTTPBackend(Backend):
+    """GET-only access to objects served over HTTP(S)."""
+
+    scheme = 'http'
+
+    def __init__(self, headers: dict[str, str] | None = None) -> None:
+        self._headers = dict(headers or {})
+        self._pool: Any = None
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def _manager(self) -> Any:
+        if self._pool is None or self._pid != os.getpid():
+            import urllib3
+            with self._lock:
+                self._pool = urllib3.PoolManager(maxsize=32, retries=False)
+                self._pid = os.getpid()
+        return self._pool
+
+    def headers(self, url: str) -> dict[str, str]:
+        """Headers for a request to ``url`` (auth, user agent)."""
+        headers = {'Accept-Encoding': 'identity', **self._headers}
+        auth = os.environ.get('STREAMING_HTTP_AUTHORIZATION')
+        if auth and 'Authorization' not in headers:
+            headers['Authorization'] = auth
+        return headers
+
+    def resolve(self, url: str) -> str:
+        """The HTTP(S) URL to fetch for ``url``."""
+        return url
+
+    def _request(self, method: str, url: str, timeout: float, headers: dict[str, str]) -> Any:
+        import urllib3
+        try:
+            return self._manager().request(
+                method, self.resolve(url), headers=headers, preload_content=False,
+                redirect=True, retries=urllib3.Retry(total=None, connect=0, read=0, status=0,
+                                                     other=0, redirect=5, raise_on_redirect=True),
+                timeout=urllib3.Timeout(connect=min(timeout, 60.0), read=timeout))
+        except urllib3.exceptions.HTTPError as error:
+            raise TransientError(f'{redact(url)}: {redact(error)}') from None
+
+    def stat(self, url: str, *, timeout: float) -> ObjectInfo:
+        response = self._request('HEAD', url, timeout, self.headers(url))
+        response.release_conn()
+        if response.status != 200:
+            raise status_error(url, response.status, response.headers)
+        length = response.headers.get('Content-Length')
+        ranged = response.headers.get('Accept-Ranges', '').lower() == 'bytes'
+        return ObjectInfo(int(length) if length and ranged else None, response.headers.get('ETag'))
+
+    def read(self, url: str, start: int = 0, end: int | None = None, *, timeout: float,
+             etag: str | None = None) -> Response:
+        headers = self.headers(url)
+        ranged = bool(start or end is not None)
+        if ranged:
+            headers['Range'] = f'bytes={start}-{"" if end is None else end - 1}'
+        if etag:
+            headers['If-Match'] = etag
+        response = self._request('GET', url, timeout, headers)
+        if response.status not in (200, 206) or (ranged and response.status != 206):
+            response.drain_conn()
+            response.release_conn()
+            if ranged and response.status == 200:
+                raise ValueError(f'{redact(url)}: the server ignored a Range request.')
+            raise status_error(url, response.status, response.headers)
+        total = None
+        content_range = response.headers.get('Content-Range', '')
+        if '/' in content_range and content_range.rsplit('/', 1)[1].isdigit():
+            total = int(content_range.rsplit('/', 1)[1])
+        elif response.headers.get('Content-Length') and not ranged:
+            total = int(response.headers['Content-Length'])
+        return Response(ObjectInfo(total, response.headers.get('ETag')),
+                        self._chunks(url, response))
+
+    @staticmethod
+    def _chunks(url: str, response: Any) -> Iterator[bytes]:
+        import urllib3
+        try:
+            yield from response.stream(_CHUNK, decode_content=False)
+        except urllib3.exceptions.HTTPError as error:
+            raise TransientError(f'{redact(url)}: {redact(error)}') from None
+        finally:
+            response.release_conn()
+
+    def upload(self, local_path: str, url: str) -> None:
+        raise NotImplementedError(f'{redact(url)}: http(s):// remotes are read-only.')
+
+    def list(self, url: str) -> list[str]:
+        raise NotImplementedError(f'{redact(url)}: http(s):// remotes cannot be listed.')

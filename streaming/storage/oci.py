@@ -1,0 +1,136 @@
+"""``oci://BUCKET@NAMESPACE/PATH``: Oracle Cloud Infrastructure Object Storage, with the oci SDK.
+
+Configuration comes from the oci config file (``~/.oci/config``, or ``OCI_CONFIG_FILE`` /
+``OCI_CLI_CONFIG_FILE``; profile ``OCI_CONFIG_PROFILE`` / ``OCI_CLI_PROFILE``, default
+``DEFAULT``), as the reference reads it. ``OCI_SERVICE_ENDPOINT`` overrides the object storage
+endpoint. The SDK's retry strategy is off: the shared layer retries.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Iterator
+from urllib.parse import urlparse
+
+from streaming.storage.errors import TransientError
+from streaming.storage.http import status_error
+from streaming.storage.registry import Backend, ObjectInfo, Response
+from streaming.storage.secrets import redact
+
+__all__ = ['OCIBackend', 'split_oci_url']
+
+_CHUNK = 256 << 10
+
+
+def split_oci_url(url: str) -> tuple[str, str, str]:
+    """``oci://bucket@namespace/path`` -> (bucket, namespace, path)."""
+    parsed = urlparse(url)
+    bucket, at, namespace = parsed.netloc.partition('@')
+    if not (bucket and at and namespace):
+        raise ValueError(f'URL {url!r}: expected oci://BUCKET@NAMESPACE/PATH.')
+    return bucket, namespace, parsed.path.lstrip('/')
+
+
+class OCIBackend(Backend):
+    """Objects in OCI Object Storage, one client per (process, timeout)."""
+
+    scheme = 'oci'
+
+    def __init__(self) -> None:
+        self._clients: dict[float, Any] = {}
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def _client(self, timeout: float) -> Any:
+        if self._pid != os.getpid():
+            self._clients, self._pid, self._lock = {}, os.getpid(), threading.Lock()
+        client = self._clients.get(float(timeout))
+        if client is None:
+            with self._lock:
+                import oci
+                path = os.environ.get('OCI_CONFIG_FILE') or \
+                    os.environ.get('OCI_CLI_CONFIG_FILE') or oci.config.DEFAULT_LOCATION
+                profile = os.environ.get('OCI_CONFIG_PROFILE') or \
+                    os.environ.get('OCI_CLI_PROFILE') or 'DEFAULT'
+                config = oci.config.from_file(file_location=path, profile_name=profile)
+                kwargs: dict[str, Any] = {'timeout': (min(timeout, 60.0), timeout),
+                                          'retry_strategy': oci.retry.NoneRetryStrategy()}
+                endpoint = os.environ.get('OCI_SERVICE_ENDPOINT')
+                if endpoint:
+                    kwargs['service_endpoint'] = endpoint
+                client = oci.object_storage.ObjectStorageClient(config, **kwargs)
+                self._clients[float(timeout)] = client
+        return client
+
+    def _translate(self, url: str, error: Exception) -> Exception:
+        import oci
+        if isinstance(error, oci.exceptions.ServiceError):
+            return status_error(url, int(error.status), error.headers or {}, 'OCI')
+        if isinstance(error, (oci.exceptions.RequestException,
+                              oci.exceptions.ConnectTimeout)):
+            return TransientError(f'{redact(url)}: {redact(error)}')
+        return error
+
+    def stat(self, url: str, *, timeout: float) -> ObjectInfo:
+        bucket, namespace, name = split_oci_url(url)
+        try:
+            head = self._client(timeout).head_object(namespace, bucket, name)
+        except Exception as error:
+            raise self._translate(url, error) from None
+        return ObjectInfo(int(head.headers['content-length']), head.headers.get('etag'))
+
+    def read(self, url: str, start: int = 0, end: int | None = None, *, timeout: float,
+             etag: str | None = None) -> Response:
+        bucket, namespace, name = split_oci_url(url)
+        kwargs: dict[str, Any] = {}
+        if start or end is not None:
+            kwargs['range'] = f'bytes={start}-{"" if end is None else end - 1}'
+        if etag:
+            kwargs['if_match'] = etag
+        try:
+            response = self._client(timeout).get_object(namespace, bucket, name, **kwargs)
+        except Exception as error:
+            raise self._translate(url, error) from None
+        headers = response.headers
+        total = None
+        content_range = headers.get('content-range', '')
+        if '/' in content_range and content_range.rsplit('/', 1)[1].isdigit():
+            total = int(content_range.rsplit('/', 1)[1])
+        elif 'range' not in kwargs and headers.get('content-length'):
+            total = int(headers['content-length'])
+        return Response(ObjectInfo(total, headers.get('etag')), self._chunks(url, response.data))
+
+    @staticmethod
+    def _chunks(url: str, stream: Any) -> Iterator[bytes]:
+        try:
+            yield from stream.raw.stream(_CHUNK, decode_content=False)
+        except Exception as error:
+            raise TransientError(f'{redact(url)}: {redact(error)}') from None
+        finally:
+            stream.close()
+
+    def upload(self, local_path: str, url: str) -> None:
+        bucket, namespace, name = split_oci_url(url)
+        try:
+            with open(local_path, 'rb') as f:
+                self._client(300.0).put_object(namespace, bucket, name, f)
+        except Exception as error:
+            raise self._translate(url, error) from None
+
+    def list(self, url: str) -> list[str]:
+        bucket, namespace, prefix = split_oci_url(url)
+        client = self._client(60.0)
+        found, start = [], None
+        try:
+            while True:
+                kwargs = {'prefix': prefix, 'fields': 'name,size'}
+                if start:
+                    kwargs['start'] = start
+                page = client.list_objects(namespace, bucket, **kwargs).data
+                found.extend(f'oci://{bucket}@{namespace}/{o.name}' for o in page.objects)
+                start = page.next_start_with
+                if not start:
+                    return sorted(found)
+        except Exception as error:
+            raise self._translate(url, error) from None
