@@ -163,6 +163,10 @@ class _Task:
             self.cancelled = True
 
 
+def _stalled(timeout: float) -> str:
+    return f'no data received for {timeout:g}s (download_timeout)'
+
+
 def _run_tasks(tasks: list[_Task], timeout: float, concurrency: int,
                on_done: Callable[[_Task], None] | None = None) -> list[_Task]:
     """Run ``tasks`` in threads, ``concurrency`` at a time; returns the failed ones.
@@ -180,6 +184,9 @@ def _run_tasks(tasks: list[_Task], timeout: float, concurrency: int,
         try:
             task.result = task.run(task)
         except BaseException as error:  # noqa: BLE001 - reported to the coordinator.
+            if 'Timeout' in type(error).__name__ and not isinstance(error, TimeoutError):
+                # An SDK's socket timeout: say what it means, whatever the SDK calls it.
+                error = TimeoutError(f'{_stalled(timeout)} ({type(error).__name__})')
             task.error = error
         with wake:
             task.finished = True
@@ -211,7 +218,7 @@ def _run_tasks(tasks: list[_Task], timeout: float, concurrency: int,
             elif now - task.last > timeout:
                 task.cancel()
                 active.remove(task)
-                task.error = TimeoutError(f'no data received for {timeout:g}s (download_timeout)')
+                task.error = TimeoutError(_stalled(timeout))
                 failed.append(task)
         if fatal is not None:
             for task in active + list(pending):
@@ -407,16 +414,13 @@ def _ranged(backend: Backend, url: str, path: str, info: ObjectInfo, timeout: fl
 
         failed = _run_tasks(tasks, timeout, max(1, config.concurrency), done)
         if failed:
-            error = _first_error(failed)
-            if isinstance(error, (_Corrupt, FileNotFoundError)) or _is_fatal(error):
-                keep = False  # The object changed or vanished, or the disk is full: start over.
-            raise error
+            raise _first_error(failed)
         partial.close(keep=True)
-        try:
-            _finish(partial.data, path, info.size, check)
-        except _Corrupt:
-            keep = False
-            raise
+        _finish(partial.data, path, info.size, check)
+    except BaseException as error:
+        if isinstance(error, (_Corrupt, FileNotFoundError)) or _is_fatal(error):
+            keep = False  # Wrong bytes, a vanished object or a full disk: start over.
+        raise
     finally:
         for task in tasks:
             task.cancel()

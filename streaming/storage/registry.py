@@ -113,10 +113,16 @@ _instances: dict[str, Backend] = {}
 _lock = threading.Lock()
 
 
-def register_backend(scheme: str, factory: Callable[[], Backend]) -> None:
-    """Make URLs of ``scheme`` use the backend built by ``factory`` (overrides built-ins)."""
+def register_backend(scheme: str, factory: Callable[[], Backend] | None) -> None:
+    """Make URLs of ``scheme`` use the backend built by ``factory`` (overrides built-ins).
+
+    ``None`` removes a registration.
+    """
     with _lock:
-        _custom[scheme] = factory
+        if factory is None:
+            _custom.pop(scheme, None)
+        else:
+            _custom[scheme] = factory
         _instances.pop(scheme, None)
 
 

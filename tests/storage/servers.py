@@ -258,7 +258,7 @@ class _ProxyHandler(Quiet):
                        f'</Code><Message>injected</Message></Error>').encode()
             self.send_response(code)
             if code != 500:
-                self.send_header('Retry-After', '0')
+                self.send_header('Retry-After', owner.retry_after)
             self.send_header('Content-Type', 'application/xml')
             self.send_header('Content-Length', str(len(payload)))
             self.end_headers()
@@ -321,6 +321,7 @@ class FaultProxy(Threaded):
         self.upstream_port = upstream_port
         self.rule = rule
         self.stall_seconds = stall_seconds
+        self.retry_after = '0'
         self.stopping = threading.Event()
         self.counts: dict[tuple[str, str], int] = {}
         self.injected: list[tuple[str, str, str]] = []

@@ -1,0 +1,210 @@
+"""The shared download layer under faults: a proxy in front of moto's S3 server injects them.
+
+Faults (tests/storage/servers.FaultProxy): connection reset mid-body, 500, 503 and 429 (with
+Retry-After), a body that stalls past the timeout, a body truncated short of its Content-Length,
+and a flipped byte. With retries each is survived and the file is exact; without, the error
+names the URL and the cause within a bounded time; a failed download never leaves a file at its
+final path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+
+from streaming.storage import (
+    CorruptDownloadError,
+    DiskFullError,
+    DownloadConfig,
+    DownloadError,
+    ObjectInfo,
+    Response,
+    download_file,
+    register_backend,
+)
+from streaming.storage.download import hash_check
+from streaming.storage.registry import Backend
+from tests.storage import servers
+from tests.storage.conftest import s3_env
+
+FAULTS = servers.FAULTS
+
+
+@pytest.fixture
+def proxy(s3, moto, monkeypatch):
+    """(proxy, s3 client, bucket): S3_ENDPOINT_URL goes through a FaultProxy to moto."""
+    client, bucket = s3
+    fault_proxy = servers.FaultProxy(moto.port, stall_seconds=8.0)
+    s3_env(monkeypatch, fault_proxy.url)
+    # botocore would catch a flipped byte itself (CRC32); switch that off so that the checks of
+    # the download layer are what is tested.
+    monkeypatch.setenv('AWS_RESPONSE_CHECKSUM_VALIDATION', 'when_required')
+    yield fault_proxy, client, bucket
+    fault_proxy.stop()
+
+
+def _object(client, bucket: str, key: str, size: int) -> tuple[str, bytes]:
+    data = os.urandom(size)
+    client.put_object(Bucket=bucket, Key=key, Body=data)
+    return f's3://{bucket}/{key}', data
+
+
+def _leftovers(directory) -> list[str]:
+    return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+
+
+@pytest.mark.parametrize('fault', FAULTS)
+def test_each_fault_is_survived_with_an_exact_file(proxy, tmp_path, fault) -> None:
+    fault_proxy, client, bucket = proxy
+    url, data = _object(client, bucket, 'obj.bin', 300_000)
+    fault_proxy.rule = lambda m, p, n: fault if m == 'GET' and n == 0 else None
+    check = hash_check('sha256', hashlib.sha256(data).hexdigest())
+    started = time.monotonic()
+    download_file(url, str(tmp_path / 'out' / 'obj'), retries=2, timeout=1.0, size=len(data),
+                  check=check)
+    assert (tmp_path / 'out' / 'obj').read_bytes() == data
+    assert [f for f, _, _ in fault_proxy.injected] == [fault]
+    assert _leftovers(tmp_path / 'out') == ['obj']
+    assert time.monotonic() - started < 6
+
+
+@pytest.mark.parametrize('fault', FAULTS)
+def test_faults_on_ranged_parts_are_retried_part_by_part(proxy, tmp_path, fault) -> None:
+    fault_proxy, client, bucket = proxy
+    url, data = _object(client, bucket, 'big.bin', 1_200_000)
+    fault_proxy.rule = lambda m, p, n: fault if m == 'GET' and n in (1, 3) else None
+    config = DownloadConfig(part_size=200_000, concurrency=3)
+    download_file(url, str(tmp_path / 'big'), retries=2, timeout=1.0, config=config,
+                  check=hash_check('md5', hashlib.md5(data).hexdigest()))
+    assert (tmp_path / 'big').read_bytes() == data
+    assert len(fault_proxy.injected) == 2
+    # Six parts: only the two failed ones are fetched again. A flipped byte shows only in the
+    # whole file's checksum (S3 has none per range), so then the whole file is fetched again.
+    assert fault_proxy.counts[('GET', f'/{bucket}/big.bin')] == (12 if fault == 'flip' else 8)
+    assert _leftovers(tmp_path) == ['big']
+
+
+@pytest.mark.parametrize('fault', FAULTS)
+def test_a_fault_on_every_attempt_gives_a_clear_bounded_error(proxy, tmp_path, fault) -> None:
+    fault_proxy, client, bucket = proxy
+    url, data = _object(client, bucket, 'bad.bin', 200_000)
+    fault_proxy.rule = lambda m, p, n: fault if m == 'GET' else None
+    check = hash_check('sha1', hashlib.sha1(data).hexdigest())
+    started = time.monotonic()
+    with pytest.raises(DownloadError) as caught:
+        download_file(url, str(tmp_path / 'out' / 'bad'), retries=2, timeout=1.0,
+                      size=len(data), check=check)
+    elapsed = time.monotonic() - started
+    message = str(caught.value)
+    assert url in message and 'after 3 attempt(s)' in message
+    cause = {'reset': 'IncompleteRead|Connection', '500': '500 InternalError',
+             '503': '503 SlowDown', '429': '429 TooManyRequests',
+             'stall': 'no data received for 1s', 'truncate': 'IncompleteRead',
+             'flip': 'sha1 checksum mismatch'}
+    assert re.search(cause[fault], message), message
+    assert isinstance(caught.value, CorruptDownloadError) == (fault == 'flip')
+    assert elapsed < 3 * 1.0 + 3, elapsed  # Three attempts of at most the timeout, plus backoff.
+    assert _leftovers(tmp_path / 'out') == []
+
+
+def test_retry_after_is_honoured(proxy, tmp_path) -> None:
+    fault_proxy, client, bucket = proxy
+    url, data = _object(client, bucket, 'throttled.bin', 1000)
+    fault_proxy.retry_after = '1'
+    fault_proxy.rule = lambda m, p, n: '503' if m == 'GET' and n == 0 else None
+    started = time.monotonic()
+    download_file(url, str(tmp_path / 't'), retries=1)
+    assert time.monotonic() - started >= 1.0  # Backoff alone would be <= 0.05s here.
+    assert (tmp_path / 't').read_bytes() == data
+
+
+def test_large_download_resumes_from_its_journal(proxy, tmp_path) -> None:
+    fault_proxy, client, bucket = proxy
+    url, data = _object(client, bucket, 'resume.bin', 1_000_000)
+    path = tmp_path / 'resume'
+    config = DownloadConfig(part_size=100_000, concurrency=2)
+    fault_proxy.rule = lambda m, p, n: 'reset' if m == 'GET' and n >= 4 else None
+    with pytest.raises(DownloadError, match='resume.bin'):
+        download_file(url, str(path), retries=0, config=config)
+    assert not path.exists()
+    assert sorted(os.listdir(tmp_path)) == ['resume.partial', 'resume.partial.json']
+    gets = fault_proxy.counts[('GET', f'/{bucket}/resume.bin')]
+    fault_proxy.rule = lambda m, p, n: None
+    download_file(url, str(path), retries=0, config=config)
+    assert path.read_bytes() == data
+    assert os.listdir(tmp_path) == ['resume']
+    # 4 parts arrived the first time; the second fetches only the 6 that were missing.
+    assert fault_proxy.counts[('GET', f'/{bucket}/resume.bin')] - gets == 6
+
+
+def test_resume_starts_over_when_the_object_changed(proxy, tmp_path) -> None:
+    fault_proxy, client, bucket = proxy
+    url, _ = _object(client, bucket, 'changed.bin', 600_000)
+    config = DownloadConfig(part_size=100_000, concurrency=1)
+    fault_proxy.rule = lambda m, p, n: 'reset' if m == 'GET' and n >= 3 else None
+    with pytest.raises(DownloadError):
+        download_file(url, str(tmp_path / 'c'), retries=0, config=config)
+    assert os.path.exists(tmp_path / 'c.partial')
+    fault_proxy.rule = lambda m, p, n: None
+    _, new = _object(client, bucket, 'changed.bin', 600_000)
+    download_file(url, str(tmp_path / 'c'), retries=0, config=config)
+    assert (tmp_path / 'c').read_bytes() == new
+
+
+class _StallingBackend(Backend):
+    """A backend whose bodies stop after one chunk: the watchdog must not depend on an SDK."""
+
+    scheme = 'stalling'
+    release = threading.Event()
+
+    def stat(self, url: str, *, timeout: float) -> ObjectInfo:
+        return ObjectInfo(2 << 20, 'v1')
+
+    def read(self, url, start=0, end=None, *, timeout, etag=None) -> Response:
+        def chunks():
+            yield b'x' * 1000
+            self.release.wait(30)
+        return Response(ObjectInfo(2 << 20, 'v1'), chunks())
+
+
+def test_timeout_applies_to_any_backend_with_a_stalled_body(tmp_path) -> None:
+    register_backend('stalling', _StallingBackend)
+    try:
+        started = time.monotonic()
+        with pytest.raises(DownloadError, match=r'stalling://x.*no data received for 0.5s'):
+            download_file('stalling://x', str(tmp_path / 'x'), retries=1, timeout=0.5)
+        assert time.monotonic() - started < 3
+        assert _leftovers(tmp_path) == []
+    finally:
+        _StallingBackend.release.set()
+        register_backend('stalling', None)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 1 MiB tmpfs; skipped where mounting is not permitted."""
+    mount = tmp_path / 'tiny'
+    mount.mkdir()
+    result = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', str(mount)],
+                            capture_output=True)
+    if result.returncode != 0:
+        pytest.skip('cannot mount a small tmpfs here (needs root)')
+    yield mount
+    subprocess.run(['umount', '-l', str(mount)], check=False)
+
+
+@pytest.mark.parametrize('ranged', [False, True])
+def test_full_disk_is_a_clear_error_and_leaves_nothing(s3, tiny_disk, ranged) -> None:
+    client, bucket = s3
+    url, _ = _object(client, bucket, 'huge.bin', 3_000_000)
+    config = DownloadConfig(part_size=500_000) if ranged else DownloadConfig()
+    with pytest.raises(DiskFullError, match='No space left') as caught:
+        download_file(url, str(tiny_disk / 'huge'), retries=3, config=config)
+    assert str(tiny_disk / 'huge') in str(caught.value)
+    assert os.listdir(tiny_disk) == []
