@@ -118,3 +118,15 @@ def test_device_per_stream_explains_when_a_node_cannot_fill_a_batch() -> None:
     with pytest.raises(ValueError, match='device_per_stream.*canonical nodes'):
         order(_data([46, 39]), batching_method='device_per_stream', num_canonical_nodes=8,
               num_physical_nodes=8, batch_size=8)
+
+
+@pytest.mark.parametrize('method', ['random', 'stratified', 'per_stream'])
+def test_a_stream_smaller_than_the_canonical_node_count_is_handled(method: str) -> None:
+    data = {'shard_sizes': np.array([40, 3]), 'shard_streams': np.array([0, 1]),
+            'stream_choose': np.array([40, 3])}
+    got = order(data, batching_method=method, num_canonical_nodes=8, num_physical_nodes=8,
+                batch_size=1)
+    ids = got[got >= 0]
+    assert set(ids.tolist()) <= set(range(43))
+    if method == 'random':
+        assert set(ids.tolist()) == set(range(43))
