@@ -10,6 +10,7 @@ id lookup its dataset performs. ``--quality`` compares the shuffles' mixing inst
     python benchmarks/order_setup.py --sizes 10M          # a quicker run
     python benchmarks/order_setup.py --quality            # shuffle quality table
     python benchmarks/order_setup.py --reference none     # ours only
+    python benchmarks/order_setup.py --algo py1s --canonical-nodes 64 --sizes 100M
 """
 
 from __future__ import annotations
@@ -62,26 +63,31 @@ def _reference_order(sizes: np.ndarray, algo: str, canonical: int, ranks: int, w
 
 
 def _our_order(sizes: np.ndarray, algo: str, canonical: int, ranks: int, workers: int,
-               batch: int, block: int, epoch: int) -> np.ndarray:
+               batch: int, block: int, epoch: int, passes: float = 1.0) -> np.ndarray:
     from streaming.order import get_epoch_order
     return get_epoch_order(shard_sizes=sizes, shard_streams=np.zeros(len(sizes), np.int64),
-                           stream_choose=np.array([sizes.sum()]), epoch=epoch, seed=SEED,
+                           stream_choose=np.array([int(sizes.sum() * passes)]), epoch=epoch,
+                           seed=SEED,
                            shuffle=True, shuffle_algo=algo, shuffle_block_size=block,
                            num_canonical_nodes=canonical, ranks_per_node=ranks,
                            workers_per_rank=workers, batch_size=batch)
 
 
-def child(which: str, samples: int, shards: int, ranks: int, workers: int) -> None:
+def child(which: str, samples: int, shards: int, ranks: int, workers: int, algo: str,
+          canonical: int, passes: float) -> None:
     """Time one epoch order in this process and print a JSON line."""
     if which == 'reference':
         _import_reference()
     else:
         import streaming.order  # noqa: F401  (so that the baseline includes the import)
     sizes = _shard_sizes(samples, shards)
-    make = _reference_order if which == 'reference' else _our_order
     baseline = _peak_mb()
     start = time.perf_counter()
-    order = make(sizes, 'py1e', 1, ranks, workers, BATCH, 4_000_000, EPOCH)
+    block = max(4_000_000 // canonical, 1 << 18)
+    if which == 'reference':
+        order = _reference_order(sizes, algo, canonical, ranks, workers, BATCH, block, EPOCH)
+    else:
+        order = _our_order(sizes, algo, canonical, ranks, workers, BATCH, block, EPOCH, passes)
     seconds = time.perf_counter() - start
     print(json.dumps({'seconds': seconds, 'peak_mb': _peak_mb(), 'baseline_mb': baseline,
                       'output_mb': order.nbytes / 2**20}))
@@ -98,21 +104,26 @@ def _reference_python(choice: str) -> str | None:
 
 
 def _run_child(python: str, which: str, samples: int, shards: int, ranks: int,
-               workers: int) -> dict:
+               workers: int, algo: str, canonical: int, passes: float) -> dict:
     command = [python, os.path.abspath(__file__), '--child', which, str(samples), str(shards),
-               str(ranks), str(workers)]
+               str(ranks), str(workers), algo, str(canonical), str(passes)]
     done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def setup_table(sizes: list[int], shards: int, reference: str | None) -> None:
+def setup_table(sizes: list[int], shards: int, reference: str | None, algo: str,
+                canonical: int, passes: float) -> None:
+    print(f'{algo}, {canonical} canonical node(s), {passes} passes over the data\n')
+    if passes != 1.0:
+        reference = None  # the reference harness here draws every sample once
     print('| samples | ranks x workers | impl | seconds | peak RSS MB | RSS before MB | '
           'output MB |\n|---|---|---|---|---|---|---|')
     for samples in sizes:
         for ranks, workers in ((1, 1), (8, 4)):
             runs = [('ours', sys.executable)] + ([('reference', reference)] if reference else [])
             for which, python in runs:
-                got = _run_child(python, which, samples, shards, ranks, workers)
+                got = _run_child(python, which, samples, shards, ranks, workers, algo, canonical,
+                                 passes)
                 print(f"| {samples:,} | {ranks} x {workers} | {which} | {got['seconds']:.2f} | "
                       f"{got['peak_mb']:.0f} | {got['baseline_mb']:.0f} | "
                       f"{got['output_mb']:.0f} |", flush=True)
@@ -174,8 +185,9 @@ def _count(text: str) -> int:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == '--child':
-        which, *numbers = sys.argv[2:]
-        return child(which, *map(int, numbers))
+        which, samples, shards, ranks, workers, algo, canonical, passes = sys.argv[2:]
+        return child(which, int(samples), int(shards), int(ranks), int(workers), algo,
+                     int(canonical), float(passes))
     if len(sys.argv) > 1 and sys.argv[1] == '--quality-child':
         return quality_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -184,13 +196,18 @@ def main() -> None:
     parser.add_argument('--reference', default='auto',
                         help="the reference's python, 'auto' to look in the usual places, "
                              "or 'none'")
+    parser.add_argument('--algo', default='py1e', help='shuffle algorithm to time')
+    parser.add_argument('--canonical-nodes', type=int, default=1)
+    parser.add_argument('--passes', type=float, default=1.0,
+                        help='samples drawn per epoch / dataset size (ours only when not 1)')
     parser.add_argument('--quality', action='store_true', help='shuffle quality, not timing')
     args = parser.parse_args()
     reference = _reference_python(args.reference)
     if args.quality:
         quality_table(reference)
     else:
-        setup_table([_count(size) for size in args.sizes], args.shards, reference)
+        setup_table([_count(size) for size in args.sizes], args.shards, reference, args.algo,
+                    args.canonical_nodes, args.passes)
 
 
 if __name__ == '__main__':

@@ -191,15 +191,15 @@ def _subsets_of_chunk(sizes: np.ndarray, counts: np.ndarray,
     shard_bits = max(1, int(len(sizes) - 1).bit_length())
     offset_bits = max(1, int(sizes.max() - 1).bit_length())
     key_bits = 64 - shard_bits - offset_bits
-    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
-    offsets = np.arange(total, dtype=np.int64) - starts
-    shard = np.repeat(np.arange(len(sizes), dtype=np.uint64), sizes)
+    shard = np.repeat(np.arange(len(sizes)), sizes)
+    offsets = np.arange(total, dtype=np.int64)
+    offsets -= (np.cumsum(sizes) - sizes)[shard]
     packed = rng.integers(0, 1 << key_bits, total, dtype=np.uint64)
     packed <<= np.uint64(offset_bits)
     packed |= offsets.astype(np.uint64)
-    packed |= shard << np.uint64(key_bits + offset_bits)
+    packed |= shard.astype(np.uint64) << np.uint64(key_bits + offset_bits)
     packed.sort()
-    keep = offsets < np.repeat(counts, sizes)  # rank within its shard, as sorting keeps shards
+    keep = offsets < counts[shard]  # rank within its shard, as sorting keeps shards in place
     chosen = packed[keep]
     offset_mask = np.uint64((1 << offset_bits) - 1)
     shard_of = chosen >> np.uint64(key_bits + offset_bits)
