@@ -2,8 +2,10 @@
 
 Each dataset gets a directory under ``/dev/shm`` (or the temp dir) named by a token that only the
 processes of one job can share, so two datasets in one process, two jobs on one machine, and
-pytest-xdist workers never meet. The directory records its creator's pid and start time; one
-whose creator is gone (``kill -9``) is stale and swept, so a rerun needs no manual cleanup.
+pytest-xdist workers never meet. Every rank process that uses it records its pid and start time
+there; the last one to exit removes the directory, and one whose processes are all gone
+(``kill -9``) is stale and swept by the next dataset made on the machine, so a rerun needs no
+manual cleanup.
 
 Locks are ``flock`` locks: waiting blocks in the kernel instead of polling, and a lock held by a
 killed process is released by the kernel.
@@ -31,6 +33,7 @@ __all__ = ['FileLock', 'Namespace', 'make_job_token']
 
 _PREFIX = 'streaming-'
 _OWNER = 'owner.json'
+_MEMBERS = 'members'
 _instances_made = 0
 
 
@@ -60,9 +63,10 @@ def _start_time(pid: int) -> str | None:
         return '?'
 
 
-def _owner_alive(path: str) -> bool:
+def _alive(record_path: str) -> bool:
+    """Whether the process recorded in a pid file (pid and start time) is still running."""
     try:
-        with open(os.path.join(path, _OWNER)) as f:
+        with open(record_path) as f:
             owner = json.load(f)
     except (FileNotFoundError, json.JSONDecodeError, NotADirectoryError):
         return False
@@ -70,14 +74,34 @@ def _owner_alive(path: str) -> bool:
     return started is not None and started in (owner['start'], '?')
 
 
+def _owner_alive(path: str) -> bool:
+    return _alive(os.path.join(path, _OWNER))
+
+
+def _members_alive(path: str) -> bool:
+    """Whether any process that joined the namespace at ``path`` is still running."""
+    members = os.path.join(path, _MEMBERS)
+    try:
+        names = os.listdir(members)
+    except FileNotFoundError:
+        return _owner_alive(path)
+    return any(_alive(os.path.join(members, name)) for name in names)
+
+
+def _write_pid_record(path: str) -> None:
+    with open(path, 'w') as f:
+        json.dump({'pid': os.getpid(), 'start': _start_time(os.getpid())}, f)
+
+
 def sweep_stale(base: str | None = None) -> list[str]:
-    """Remove namespaces whose creating process is gone; returns what was removed."""
+    """Remove namespaces all of whose processes are gone; returns what was removed."""
     base = base or _base_dir()
     removed = []
     for name in os.listdir(base):
         path = os.path.join(base, name)
         if name.startswith(_PREFIX) and os.path.isdir(path) and \
-                os.path.exists(os.path.join(path, _OWNER)) and not _owner_alive(path):
+                os.path.exists(os.path.join(path, _OWNER)) and not _owner_alive(path) and \
+                not _members_alive(path):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
@@ -157,12 +181,11 @@ class Namespace:
             for name, (dtype, shape) in arrays.items():
                 np.lib.format.open_memmap(os.path.join(staging, f'{name}.npy'), 'w+',
                                           np.dtype(dtype), shape).flush()
-            with open(os.path.join(staging, _OWNER), 'w') as f:
-                json.dump({'pid': os.getpid(), 'start': _start_time(os.getpid())}, f)
+            _write_pid_record(os.path.join(staging, _OWNER))
+            os.makedirs(os.path.join(staging, _MEMBERS))
+            # A member from the start, so no sweep can take it for stale.
+            _write_pid_record(os.path.join(staging, _MEMBERS, str(os.getpid())))
             os.rename(staging, path)  # Publish atomically: joiners see all of it or nothing.
-            creator = os.getpid()
-            atexit.register(lambda: os.getpid() == creator and
-                            shutil.rmtree(path, ignore_errors=True))
         else:
             deadline = time.monotonic() + timeout
             while not _owner_alive(path):
@@ -171,7 +194,27 @@ class Namespace:
                                        f'to create shared state at {path}. Do all ranks build '
                                        f'the same datasets in the same order?')
                 time.sleep(0.02)
-        return cls(path)
+        namespace = cls(path)
+        namespace._join()
+        return namespace
+
+    def _join(self) -> None:
+        """Record this process as a member; the last member to leave removes the directory."""
+        member = os.path.join(self.path, _MEMBERS, str(os.getpid()))
+        _write_pid_record(member)
+        pid = os.getpid()
+
+        def leave() -> None:
+            if os.getpid() != pid:  # A forked child inherited this hook: not its namespace.
+                return
+            try:
+                os.remove(member)
+            except FileNotFoundError:
+                pass
+            if not _members_alive(self.path):
+                shutil.rmtree(self.path, ignore_errors=True)
+
+        atexit.register(leave)
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
