@@ -8,7 +8,7 @@ import random
 import time
 from typing import Any, Callable, Sequence, TypeVar
 
-__all__ = ['bytes_to_int', 'number_abbrev_to_int', 'get_list_arg', 'retry']
+__all__ = ['bytes_to_int', 'number_abbrev_to_int', 'get_list_arg', 'parse_quantity', 'retry']
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,18 @@ def number_abbrev_to_int(abbrev_str: int | float | str) -> int:
     if not isinstance(abbrev_str, str):
         raise TypeError(f'Expected a count as int or str, got {type(abbrev_str).__name__}.')
     return _parse_suffixed(abbrev_str, _COUNT_UNITS, 'count')
+
+
+def parse_quantity(name: str, value: int | float | str, parse: Callable[[Any], int],
+                   minimum: int = 0) -> int:
+    """Parse an argument such as ``cache_limit='10gb'`` with ``parse``; errors name ``name``."""
+    try:
+        number = parse(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f'{name}: {error}') from None
+    if number < minimum:
+        raise ValueError(f'{name} must be >= {minimum}, got {value!r}.')
+    return number
 
 
 def get_list_arg(text: str | None) -> list[str]:

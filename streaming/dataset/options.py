@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from streaming.util import bytes_to_int, number_abbrev_to_int
+from streaming.util import bytes_to_int, number_abbrev_to_int, parse_quantity
 
 __all__ = ['DatasetOptions']
 
@@ -57,22 +57,11 @@ class DatasetOptions:
             _positive(name, kwargs[name])
         _positive('shuffle_seed', kwargs['shuffle_seed'], allow_zero=True)
         _positive('predownload', kwargs['predownload'], allow_zero=True)
-        epoch_size = kwargs['epoch_size']
+        epoch_size, cache_limit = kwargs['epoch_size'], kwargs['cache_limit']
         if epoch_size is not None:
-            try:
-                epoch_size = number_abbrev_to_int(epoch_size)
-            except (TypeError, ValueError) as error:
-                raise ValueError(f'epoch_size: {error}') from None
-            if epoch_size < 0:
-                raise ValueError(f'epoch_size must be >= 0, got {kwargs["epoch_size"]!r}.')
-        cache_limit = kwargs['cache_limit']
+            epoch_size = parse_quantity('epoch_size', epoch_size, number_abbrev_to_int)
         if cache_limit is not None:
-            try:
-                cache_limit = bytes_to_int(cache_limit)
-            except (TypeError, ValueError) as error:
-                raise ValueError(f'cache_limit: {error}') from None
-            if cache_limit <= 0:
-                raise ValueError(f'cache_limit must be positive, got {kwargs["cache_limit"]!r}.')
+            cache_limit = parse_quantity('cache_limit', cache_limit, bytes_to_int, minimum=1)
         batch_size = kwargs['batch_size']
         predownload = kwargs['predownload']
         if predownload is None:

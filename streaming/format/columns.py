@@ -34,4 +34,5 @@ def column_mismatch(sample: Any, names: list[str]) -> ColumnMismatchError | Type
         parts.append(f'missing column(s) {missing}')
     if extra:
         parts.append(f'unexpected column(s) {extra}')
-    return ColumnMismatchError(f'Sample has {" and ".join(parts)}; the writer\'s columns are {names}.')
+    return ColumnMismatchError(f'Sample has {" and ".join(parts)}; the writer\'s columns are '
+                               f'{names}.')

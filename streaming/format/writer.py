@@ -20,7 +20,7 @@ from streaming.format.compression import compress, get_compression_extension, pa
 from streaming.format.hashing import get_hash, validate_hashes
 from streaming.format.index import INDEX_BASENAME, FileInfo, write_index
 from streaming.storage.upload import Uploader
-from streaming.util import bytes_to_int
+from streaming.util import bytes_to_int, parse_quantity
 
 __all__ = ['Writer', 'JointWriter', 'SplitWriter', 'parse_size_limit']
 
@@ -33,12 +33,7 @@ def parse_size_limit(size_limit: int | str | None) -> int | None:
     """Validate ``size_limit`` (bytes, or a string like '64mb'); None or 0 means no limit."""
     if not size_limit:
         return None
-    try:
-        value = bytes_to_int(size_limit)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f'size_limit: {error}') from None
-    if value < 0:
-        raise ValueError(f'size_limit must be positive, got {size_limit!r}.')
+    value = parse_quantity('size_limit', size_limit, bytes_to_int)
     if value > MAX_SHARD_BYTES:
         raise ValueError(f'size_limit must be below 2**32 bytes (4 GiB; shard offsets are '
                          f'uint32), got {size_limit!r} = {value} bytes.')
