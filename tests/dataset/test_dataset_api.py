@@ -142,16 +142,13 @@ def test_iteration_needs_batch_size(remote_ids, tmp_path) -> None:
         next(iter(dataset))
 
 
-def test_small_stream_with_many_canonical_nodes_is_explained(tmp_path) -> None:
+@pytest.mark.parametrize('algo', ['py1e', 'py1s', 'py2s', 'py1br', 'naive'])
+def test_stream_smaller_than_canonical_nodes_still_covers_each_sample_once(tmp_path,
+                                                                           algo) -> None:
     local = write_ids(str(tmp_path / 'tiny'), 5)
     dataset = StreamingDataset(local=local, batch_size=1, num_canonical_nodes=16,
-                               shuffle=True)
-    try:
-        ids = [s['id'] for s in dataset]
-    except ValueError as error:
-        assert 'num_canonical_nodes' in str(error)
-    else:
-        assert set(ids) == set(range(5))
+                               shuffle=True, shuffle_algo=algo)
+    assert sorted(s['id'] for s in dataset) == list(range(5))
 
 
 def test_no_state_left_in_shared_memory_after_exit(remote_ids, tmp_path) -> None:
