@@ -22,7 +22,10 @@ import threading
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
-from streaming.storage.errors import TransientError
+from azure.core import MatchConditions, exceptions
+from azure.storage.blob import BlobServiceClient
+
+from streaming.storage.errors import MissingDependencyError, TransientError
 from streaming.storage.registry import Backend, ObjectInfo, Response
 from streaming.storage.secrets import redact
 
@@ -84,7 +87,6 @@ class AzureBackend(Backend):
         return client
 
     def _make(self, account_url: str, timeout: float) -> Any:
-        from azure.storage.blob import BlobServiceClient
         options = {'retry_total': 0, 'connection_timeout': min(timeout, 60.0),
                    'read_timeout': timeout, 'max_single_get_size': _CHUNK,
                    'max_chunk_get_size': _CHUNK}
@@ -98,7 +100,12 @@ class AzureBackend(Backend):
             return BlobServiceClient.from_connection_string(
                 connection, **({'account_url': account_url} if account_url else {}), **options)
         else:
-            from azure.identity import DefaultAzureCredential
+            try:
+                from azure.identity import DefaultAzureCredential
+            except ImportError as error:
+                raise MissingDependencyError(
+                    'Azure without AZURE_ACCOUNT_ACCESS_KEY uses azure-identity, which is not '
+                    'installed; install it with: pip install "shardflow[azure]"') from error
             credential = DefaultAzureCredential()
         return BlobServiceClient(account_url=account_url, credential=credential, **options)
 
@@ -107,7 +114,6 @@ class AzureBackend(Backend):
         return self._service(account_url, timeout).get_blob_client(container, blob)
 
     def _translate(self, url: str, error: Exception) -> Exception:
-        from azure.core import exceptions
         where = redact(url)
         if isinstance(error, exceptions.ResourceNotFoundError):
             return FileNotFoundError(f'{where}: no such blob or container (Azure 404).')
@@ -147,7 +153,6 @@ class AzureBackend(Backend):
             if end is not None:
                 kwargs['length'] = end - start
         if etag:
-            from azure.core import MatchConditions
             kwargs.update(etag=etag, match_condition=MatchConditions.IfNotModified)
         try:
             downloader = self._blob(url, timeout).download_blob(**kwargs)

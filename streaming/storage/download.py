@@ -113,7 +113,7 @@ def _is_fatal(error: BaseException) -> bool:
     if isinstance(error, TransientError):
         return False
     if isinstance(error, (FileNotFoundError, PermissionError, DiskFullError, NotImplementedError,
-                          MissingDependencyError, ValueError, TypeError)):
+                          MissingDependencyError, ImportError, ValueError, TypeError)):
         return True
     return isinstance(error, OSError) and error.errno in _DISK_ERRNOS
 

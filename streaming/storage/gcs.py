@@ -16,6 +16,11 @@ import threading
 from typing import Any, Iterator
 from urllib.parse import quote
 
+import boto3
+from botocore.config import Config
+from google.api_core import exceptions
+from google.cloud import storage
+
 from streaming.storage.errors import TransientError
 from streaming.storage.http import status_error
 from streaming.storage.registry import Backend, ObjectInfo, Response, split_bucket_key
@@ -42,8 +47,6 @@ class _GCSHMAC(S3Backend):
                 'aws_secret_access_key': os.environ['GCS_SECRET'], 'region_name': 'auto'}
 
     def _make_client(self, timeout: float, upload: bool) -> Any:
-        import boto3
-        from botocore.config import Config
         config = Config(connect_timeout=min(timeout, 60.0),
                         read_timeout=max(timeout, 300.0) if upload else timeout,
                         retries={'total_max_attempts': 1, 'mode': 'standard'},
@@ -68,7 +71,6 @@ class _GCSClient(Backend):
     def client(self) -> Any:
         if self._client is None or self._pid != os.getpid():
             with self._lock:
-                from google.cloud import storage
                 if os.environ.get('STORAGE_EMULATOR_HOST'):
                     from google.auth.credentials import AnonymousCredentials
                     self._client = storage.Client(project='emulator',
@@ -79,7 +81,6 @@ class _GCSClient(Backend):
         return self._client
 
     def _translate(self, url: str, error: Exception) -> Exception:
-        from google.api_core import exceptions
         if isinstance(error, exceptions.NotFound):
             return FileNotFoundError(f'{redact(url)}: no such object (GCS 404).')
         if isinstance(error, (exceptions.Forbidden, exceptions.Unauthorized)):

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from urllib.parse import unquote, urlparse
 
+import huggingface_hub
+from huggingface_hub.utils import build_hf_headers
+
 from streaming.storage.http import HTTPBackend
 from streaming.storage.secrets import redact
 
@@ -32,23 +35,20 @@ class HFBackend(HTTPBackend):
     scheme = 'hf'
 
     def resolve(self, url: str) -> str:
-        from huggingface_hub import hf_hub_url
         repo, path, revision = split_hf_url(url)
-        return hf_hub_url(repo, path, repo_type='dataset', revision=revision)
+        return huggingface_hub.hf_hub_url(repo, path, repo_type='dataset', revision=revision)
 
     def headers(self, url: str) -> dict[str, str]:
-        from huggingface_hub.utils import build_hf_headers
         return {'Accept-Encoding': 'identity', **build_hf_headers()}
 
     def upload(self, local_path: str, url: str) -> None:
-        from huggingface_hub import HfApi
         repo, path, revision = split_hf_url(url)
-        HfApi().upload_file(path_or_fileobj=local_path, path_in_repo=path, repo_id=repo,
-                            repo_type='dataset', revision=revision)
+        huggingface_hub.HfApi().upload_file(path_or_fileobj=local_path, path_in_repo=path,
+                                            repo_id=repo, repo_type='dataset', revision=revision)
 
     def list(self, url: str) -> list[str]:
-        from huggingface_hub import HfApi
         repo, prefix, revision = split_hf_url(url)
         at = f'@{revision}' if revision else ''
-        files = HfApi().list_repo_files(repo, repo_type='dataset', revision=revision)
+        files = huggingface_hub.HfApi().list_repo_files(repo, repo_type='dataset',
+                                                        revision=revision)
         return sorted(f'hf://datasets/{repo}{at}/{f}' for f in files if f.startswith(prefix))

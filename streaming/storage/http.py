@@ -12,6 +12,8 @@ import os
 import threading
 from typing import Any, Iterator
 
+import urllib3
+
 from streaming.storage.errors import TransientError
 from streaming.storage.registry import Backend, ObjectInfo, Response
 from streaming.storage.secrets import redact
@@ -55,7 +57,6 @@ class HTTPBackend(Backend):
 
     def _manager(self) -> Any:
         if self._pool is None or self._pid != os.getpid():
-            import urllib3
             with self._lock:
                 self._pool = urllib3.PoolManager(maxsize=32, retries=False)
                 self._pid = os.getpid()
@@ -74,7 +75,6 @@ class HTTPBackend(Backend):
         return url
 
     def _request(self, method: str, url: str, timeout: float, headers: dict[str, str]) -> Any:
-        import urllib3
         try:
             return self._manager().request(
                 method, self.resolve(url), headers=headers, preload_content=False,
@@ -119,7 +119,6 @@ class HTTPBackend(Backend):
 
     @staticmethod
     def _chunks(url: str, response: Any) -> Iterator[bytes]:
-        import urllib3
         try:
             yield from response.stream(_CHUNK, decode_content=False)
         except urllib3.exceptions.HTTPError as error:

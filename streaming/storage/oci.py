@@ -13,6 +13,8 @@ import threading
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
+import oci
+
 from streaming.storage.errors import TransientError
 from streaming.storage.http import status_error
 from streaming.storage.registry import Backend, ObjectInfo, Response
@@ -48,7 +50,6 @@ class OCIBackend(Backend):
         client = self._clients.get(float(timeout))
         if client is None:
             with self._lock:
-                import oci
                 path = os.environ.get('OCI_CONFIG_FILE') or \
                     os.environ.get('OCI_CLI_CONFIG_FILE') or oci.config.DEFAULT_LOCATION
                 profile = os.environ.get('OCI_CONFIG_PROFILE') or \
@@ -64,7 +65,6 @@ class OCIBackend(Backend):
         return client
 
     def _translate(self, url: str, error: Exception) -> Exception:
-        import oci
         if isinstance(error, oci.exceptions.ServiceError):
             return status_error(url, int(error.status), error.headers or {}, 'OCI')
         if isinstance(error, (oci.exceptions.RequestException,

@@ -20,6 +20,12 @@ import os
 import threading
 from typing import Any, Iterator
 
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore import UNSIGNED
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
 from streaming.storage.errors import TransientError
 from streaming.storage.registry import Backend, ObjectInfo, Response, split_bucket_key
 from streaming.storage.secrets import redact
@@ -87,10 +93,6 @@ class S3Backend(Backend):
             return client
 
     def _make_client(self, timeout: float, upload: bool) -> Any:
-        import boto3
-        from botocore import UNSIGNED
-        from botocore.config import Config
-
         session = boto3.session.Session(**self.session_kwargs())
         if self._unsigned is None:
             self._unsigned = _truthy(os.environ.get('S3_UNSIGNED')) or \
@@ -109,7 +111,6 @@ class S3Backend(Backend):
 
     # ---- errors -----------------------------------------------------------------------------
     def _translate(self, url: str, error: Exception) -> Exception:
-        from botocore.exceptions import ClientError
         if not isinstance(error, ClientError):
             return error
         meta = error.response.get('ResponseMetadata', {})
@@ -173,7 +174,6 @@ class S3Backend(Backend):
             body.close()
 
     def upload(self, local_path: str, url: str) -> None:
-        from boto3.s3.transfer import TransferConfig
         bucket, key = self.bucket_key(url)
         extra: dict[str, Any] = dict(self._payer(bucket))
         acl = os.environ.get('S3_CANNED_ACL')

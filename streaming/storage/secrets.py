@@ -22,8 +22,8 @@ _QUERY = re.compile(r'(?i)([?&](?:sig|signature|x-amz-signature|x-amz-credential
                     r'x-amz-security-token|x-goog-signature|x-goog-credential|token|'
                     r'access_token|api_key|key)=)[^&\s\'"]+')
 # Key=value secrets in Azure connection strings and Authorization-like headers.
-_PAIRS = re.compile(r'(?i)((?:AccountKey|SharedAccessSignature|Authorization|Bearer)\s*[=: ]\s*)'
-                    r'[^;\s\'",]+')
+_PAIRS = re.compile(r'(?i)((?:AccountKey|SharedAccessSignature|Authorization)\s*[=:]\s*'
+                    r'(?:(?:Bearer|Basic|Signature|SharedKey)\s+)?|Bearer\s+)[^;\s\'",]+')
 
 
 def _secret_values() -> list[str]:
