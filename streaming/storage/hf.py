@@ -7,6 +7,7 @@ timeouts, retries and checks as every other backend. Uploads and listing use ``H
 
 from __future__ import annotations
 
+import os
 from urllib.parse import unquote, urlparse
 
 import huggingface_hub
@@ -36,7 +37,8 @@ class HFBackend(HTTPBackend):
 
     def resolve(self, url: str) -> str:
         repo, path, revision = split_hf_url(url)
-        return huggingface_hub.hf_hub_url(repo, path, repo_type='dataset', revision=revision)
+        return huggingface_hub.hf_hub_url(repo, path, repo_type='dataset', revision=revision,
+                                          endpoint=os.environ.get('HF_ENDPOINT') or None)
 
     def headers(self, url: str) -> dict[str, str]:
         return {'Accept-Encoding': 'identity', **build_hf_headers()}

@@ -173,3 +173,45 @@ def test_s3_canned_acl_and_requester_pays(s3, monkeypatch, tmp_path) -> None:
     assert S3Backend()._payer('unlisted') == {}
     download_file(url, str(tmp_path / 'acl'))  # Requests with RequestPayer are accepted.
     assert (tmp_path / 'acl').read_bytes() == b'acl'
+
+
+def test_hf_urls_resolve_through_the_hub_and_download_with_ranges(s3, moto, monkeypatch,
+                                                                   tmp_path) -> None:
+    """hf:// against a local stand-in for the Hub's ``resolve`` endpoint (there is no Hub
+    emulator): it checks the token and redirects to the object in moto, as the Hub redirects to
+    its CDN. Downloads then follow the shared HTTP path."""
+    from http import HTTPStatus
+
+    from tests.storage.servers import Quiet, Threaded
+    client, bucket = s3
+    data = os.urandom(500_000)
+    client.put_object(Bucket=bucket, Key='lfs/blob', Body=data, ACL='public-read')
+    seen = []
+
+    class Hub(Quiet):
+        def _answer(self) -> None:
+            seen.append((self.command, self.path, self.headers.get('Authorization')))
+            if self.path != '/datasets/org/name/resolve/v1.0/dir/shard.bin':
+                self.send_response(HTTPStatus.NOT_FOUND)
+            else:
+                self.send_response(HTTPStatus.FOUND)
+                self.send_header('Location', f'{moto.url}/{bucket}/lfs/blob')
+            self.send_header('Content-Length', '0')
+            self.end_headers()
+
+        do_GET = do_HEAD = _answer  # noqa: N815
+
+    hub = Threaded(Hub)
+    try:
+        monkeypatch.setenv('HF_ENDPOINT', hub.url)
+        monkeypatch.setenv('HF_TOKEN', 'hf_testtoken_abc123')
+        url = 'hf://datasets/org/name@v1.0/dir/shard.bin'
+        download_file(url, str(tmp_path / 'one'))
+        download_file(url, str(tmp_path / 'parts'), config=DownloadConfig(part_size=100_000))
+        assert (tmp_path / 'one').read_bytes() == data == (tmp_path / 'parts').read_bytes()
+        resolves = [auth for _, path, auth in seen if '/resolve/' in path]
+        assert resolves and all(auth == 'Bearer hf_testtoken_abc123' for auth in resolves)
+        with pytest.raises(FileNotFoundError, match='missing.bin'):
+            download_file('hf://datasets/org/name/missing.bin', str(tmp_path / 'm'))
+    finally:
+        hub.stop()
