@@ -301,7 +301,16 @@ class _ProxyHandler(Quiet):
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR) if fault != 'reset' else None
             return
-        self.wfile.write(data)
+        if not owner.rate:
+            self.wfile.write(data)
+            return
+        # Per-connection bandwidth cap, as object stores have: 1 MiB slices on a schedule.
+        started = time.monotonic()
+        for offset in range(0, len(data), 1 << 20):
+            self.wfile.write(data[offset:offset + (1 << 20)])
+            ahead = (offset + (1 << 20)) / owner.rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward  # noqa: N815
 
@@ -322,6 +331,7 @@ class FaultProxy(Threaded):
         self.rule = rule
         self.stall_seconds = stall_seconds
         self.retry_after = '0'
+        self.rate = 0.0  # Bytes per second per response body; 0 = unlimited.
         self.stopping = threading.Event()
         self.counts: dict[tuple[str, str], int] = {}
         self.injected: list[tuple[str, str, str]] = []
