@@ -68,14 +68,9 @@ class ShardCache:
         with self._lock:
             usage = 0
             states = self.states
+            sizes = _FileSizes()
             for i, shard in enumerate(self.shards):
-                present = True
-                for raw, _ in shard.file_pairs:
-                    try:
-                        present &= os.path.getsize(shard.path(raw)) == raw['bytes']
-                    except OSError:
-                        present = False
-                if present:
+                if all(sizes.get(shard.path(raw)) == raw['bytes'] for raw, _ in shard.file_pairs):
                     states[i] = LOCAL
                     usage += shard.get_persistent_size(self.streams[self.shard_streams[i]]
                                                        .safe_keep_zip)
@@ -197,3 +192,28 @@ class ShardCache:
                 raise RuntimeError('No local shard can be evicted (none is local, or none has a '
                                    'remote to fetch it from again).')
             return self._evict_locked(int(candidates[np.argmin(self.access[candidates])]))
+
+
+class _FileSizes:
+    """File sizes looked up through one ``scandir`` per directory, not one ``stat`` per file.
+
+    With 50k shards that is the difference between a second and a few milliseconds.
+    """
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, dict[str, int]] = {}
+
+    def get(self, path: str) -> int | None:
+        directory, name = os.path.split(path)
+        listing = self._dirs.get(directory)
+        if listing is None:
+            listing = {}
+            try:
+                with os.scandir(directory) as entries:
+                    for entry in entries:
+                        if entry.is_file():
+                            listing[entry.name] = entry.stat().st_size
+            except FileNotFoundError:
+                pass
+            self._dirs[directory] = listing
+        return listing.get(name)

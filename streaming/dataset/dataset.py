@@ -17,7 +17,7 @@ from torch.utils.data import IterableDataset
 
 from streaming.array import Array
 from streaming.coord import Namespace, make_job_token
-from streaming.dataset.cache import ShardCache, cache_arrays
+from streaming.dataset.cache import LOCAL, ShardCache, cache_arrays
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
 from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoch_order
 from streaming.dataset.options import DatasetOptions
@@ -260,25 +260,16 @@ class StreamingDataset(Array, IterableDataset):
         if record is not None:
             self._adopt(record)
         order = self._epoch_order(epoch, sample_in_epoch, world)
-        mine = np.asarray(order[world.node, world.local_rank // (self.replication or 1),
-                                world.worker]).reshape(-1)
-        sample_ids = mine[mine >= 0]
-        shard_ids = np.searchsorted(self.sample_offset_per_shard, sample_ids, 'right') - 1
+        # A view of the shared order; padding (-1) is dropped chunk by chunk while iterating.
+        mine = order[world.node, world.local_rank // (self.replication or 1),
+                     world.worker].reshape(-1)
         prefetcher = None
-        if len(shard_ids) and not self.cache.states[np.unique(shard_ids)].all():
-            prefetcher = Prefetcher(self.cache, shard_ids, self.predownload)
-        if self._fast_read:
-            shards = shard_ids.tolist()
-            indices = (sample_ids - self.sample_offset_per_shard[shard_ids]).tolist()
-
-            def read(position: int) -> Any:
-                return self._read(shards[position], indices[position])
-        else:
-            ids = sample_ids.tolist()
-
-            def read(position: int) -> Any:
-                return self[ids[position]]  # A subclass's override sees every sample.
-        return iterate_samples(len(sample_ids), read, prefetcher)
+        if self.cache.states.min() != LOCAL:  # Some shard may need downloading.
+            prefetcher = Prefetcher(self.cache, mine, self.sample_offset_per_shard,
+                                    self.predownload)
+        read = self._read if self._fast_read else None  # Else a subclass's override is used.
+        return iterate_samples(mine, self.sample_offset_per_shard, read, self.__getitem__,
+                               prefetcher)
 
     # ---- resumption -------------------------------------------------------------------------
     def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import numpy as np
 from streaming.coord import Namespace
 from streaming.dataset.cache import ShardCache
 
-__all__ = ['shared_epoch_order', 'Prefetcher', 'iterate_samples']
+__all__ = ['shared_epoch_order', 'Prefetcher', 'iterate_samples', 'shard_chunks']
 
 
 def shared_epoch_order(namespace: Namespace, params: dict[str, Any],
@@ -39,6 +39,22 @@ def shared_epoch_order(namespace: Namespace, params: dict[str, Any],
     return np.load(path, mmap_mode='r')
 
 
+CHUNK = 1 << 14  # Samples mapped to shards at a time: bounded memory, instant first sample.
+
+
+def shard_chunks(sample_ids: np.ndarray, shard_starts: np.ndarray,
+                 begin: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(position, shard ids, ids within the shard) for each chunk of ``sample_ids``.
+
+    ``sample_ids`` may hold -1 padding, which is dropped.
+    """
+    for start in range(begin, len(sample_ids), CHUNK):
+        ids = np.asarray(sample_ids[start:start + CHUNK])
+        ids = ids[ids >= 0]
+        shards = np.searchsorted(shard_starts, ids, 'right') - 1
+        yield start, shards, ids - shard_starts[shards]
+
+
 class Prefetcher:
     """Prepares the shards of upcoming samples in a background thread.
 
@@ -47,9 +63,11 @@ class Prefetcher:
     prepares a shard that is still missing itself, and gets the error then.
     """
 
-    def __init__(self, cache: ShardCache, shard_ids: np.ndarray, window: int) -> None:
+    def __init__(self, cache: ShardCache, sample_ids: np.ndarray, shard_starts: np.ndarray,
+                 window: int) -> None:
         self.cache = cache
-        self.shard_ids = shard_ids
+        self.sample_ids = sample_ids
+        self.shard_starts = shard_starts
         self.window = max(window, 1)
         self.position = 0
         self.wake_at = 0
@@ -69,37 +87,42 @@ class Prefetcher:
         self._wake.set()
 
     def _run(self) -> None:
-        # Only the first sample of each run of equal shard ids matters.
-        ids = self.shard_ids
-        if not len(ids):
-            return
-        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-        for position, shard_id in zip(starts.tolist(), ids[starts].tolist()):
-            while position > self.position + self.window and not self._stop:
-                self.wake_at = position - self.window
-                self._wake.clear()
-                if position > self.position + self.window:
-                    self._wake.wait(timeout=1.0)
-            if self._stop:
-                return
-            if not self.cache.is_local(shard_id):
-                try:
-                    self.cache.prepare(shard_id, blocking=False)
-                except Exception:  # The consumer will hit and report it.
-                    pass
+        previous = -1
+        for start, shards, _ in shard_chunks(self.sample_ids, self.shard_starts):
+            # Only the first sample of each run of equal shard ids matters.
+            firsts = np.flatnonzero(np.r_[shards[:1] != previous, shards[1:] != shards[:-1]])
+            for offset, shard_id in zip(firsts.tolist(), shards[firsts].tolist()):
+                position = start + offset
+                while position > self.position + self.window and not self._stop:
+                    self.wake_at = position - self.window
+                    self._wake.clear()
+                    if position > self.position + self.window:
+                        self._wake.wait(timeout=1.0)
+                if self._stop:
+                    return
+                if not self.cache.is_local(shard_id):
+                    try:
+                        self.cache.prepare(shard_id, blocking=False)
+                    except Exception:  # The consumer will hit and report it.
+                        pass
+            if len(shards):
+                previous = int(shards[-1])
 
 
-def iterate_samples(count: int, read: Callable[[int], Any],
+def iterate_samples(sample_ids: np.ndarray, shard_starts: np.ndarray,
+                    read: Callable[[int, int], Any] | None, get: Callable[[int], Any],
                     prefetcher: Prefetcher | None) -> Iterator[Any]:
-    """Yield ``read(position)`` for each position, telling the prefetcher where we are."""
+    """Yield each sample: ``read(shard, index)`` on the fast path, else ``get(sample_id)``."""
     try:
-        if prefetcher is None:
-            for position in range(count):
-                yield read(position)
-        else:
-            for position in range(count):
-                prefetcher.advance(position)
-                yield read(position)
+        for start, shards, indices in shard_chunks(sample_ids, shard_starts):
+            if read is not None and prefetcher is None:
+                yield from map(read, shards.tolist(), indices.tolist())
+                continue
+            ids = (shard_starts[shards] + indices).tolist()
+            for offset, (shard, index) in enumerate(zip(shards.tolist(), indices.tolist())):
+                if prefetcher is not None:
+                    prefetcher.advance(start + offset)
+                yield read(shard, index) if read is not None else get(ids[offset])
     finally:
         if prefetcher is not None:
             prefetcher.stop()

@@ -117,7 +117,7 @@ class Stream:
                     raise ValueError(f'{self.local_dir}: column encodings {unsafe} can run '
                                      f'arbitrary code when decoded; pass '
                                      f'allow_unsafe_types=True if you trust this data.')
-            shards.append(reader_from_json(self.local, self.split, entry))
+            shards.append(reader_from_json(self.local, self.split, entry, validate=False))
         return shards
 
     def prepare_shard(self, shard: Reader) -> int:

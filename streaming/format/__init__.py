@@ -34,9 +34,14 @@ def _init_params(cls: type) -> frozenset[str]:
     return frozenset(names)
 
 
-def reader_from_json(dirname: str, split: str | None, obj: dict[str, Any]) -> Reader:
-    """The reader for one shard entry of an index; unknown extra keys are ignored."""
-    validate_shard_entry(f'shard entry in {dirname}', obj)
+def reader_from_json(dirname: str, split: str | None, obj: dict[str, Any],
+                     validate: bool = True) -> Reader:
+    """The reader for one shard entry of an index; unknown extra keys are ignored.
+
+    Pass ``validate=False`` for entries that came through ``load_index``, which checked them.
+    """
+    if validate:
+        validate_shard_entry(f'shard entry in {dirname}', obj)
     cls = _readers[obj['format']]
     params = _init_params(cls)
     kwargs = {k: v for k, v in obj.items() if k in params}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
 from typing import Any
@@ -16,6 +17,19 @@ from streaming.format.reader import _PAIR, JointReader, check_offsets
 __all__ = ['MDSReader']
 
 
+@functools.lru_cache(maxsize=256)
+def _decode_plan(names: tuple[str, ...], encodings: tuple[str, ...],
+                 sizes: tuple[int | None, ...]) -> tuple[list, struct.Struct]:
+    """The decode plan of a column layout: per column (name, decode function, fixed size).
+
+    Also the struct of the variable-size columns' lengths. Shards of one dataset share it:
+    building coders for each of 50k shards would cost seconds.
+    """
+    plan = [(name, get_coder(encoding).decode, size)
+            for name, encoding, size in zip(names, encodings, sizes)]
+    return plan, struct.Struct(f'<{sum(s is None for s in sizes)}I')
+
+
 class MDSReader(JointReader):
     """One MDS shard: a header (count, offsets, config JSON) followed by the samples."""
 
@@ -28,11 +42,9 @@ class MDSReader(JointReader):
         self.column_encodings = column_encodings
         self.column_names = column_names
         self.column_sizes = column_sizes
-        coders = [get_coder(encoding) for encoding in column_encodings]
-        # Per column: name, decode function, fixed size (or None: read from the length table).
-        self._plan = [(name, coder.decode, size)
-                      for name, coder, size in zip(column_names, coders, column_sizes)]
-        self._sizes_struct = struct.Struct(f'<{sum(s is None for s in column_sizes)}I')
+        self._plan, self._sizes_struct = _decode_plan(tuple(column_names),
+                                                      tuple(column_encodings),
+                                                      tuple(column_sizes))
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
