@@ -181,15 +181,18 @@ def _run_tasks(tasks: list[_Task], timeout: float, concurrency: int,
     wake = threading.Condition()
 
     def body(task: _Task) -> None:
+        result, failure = None, None
         try:
-            task.result = task.run(task)
+            result = task.run(task)
         except BaseException as error:  # noqa: BLE001 - reported to the coordinator.
+            failure = error
             if 'Timeout' in type(error).__name__ and not isinstance(error, TimeoutError):
                 # An SDK's socket timeout: say what it means, whatever the SDK calls it.
-                error = TimeoutError(f'{_stalled(timeout)} ({type(error).__name__})')
-            task.error = error
+                failure = TimeoutError(f'{_stalled(timeout)} ({type(error).__name__})')
         with wake:
-            task.finished = True
+            if not task.cancelled:  # An abandoned task's outcome is no longer anyone's.
+                task.result, task.error = result, failure
+                task.finished = True
             wake.notify_all()
 
     while pending or active:

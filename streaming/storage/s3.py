@@ -185,8 +185,11 @@ class S3Backend(Backend):
             self._client(60.0, upload=True).upload_file(local_path, bucket, key,
                                                         ExtraArgs=extra or None, Config=config)
         except Exception as error:
-            cause = getattr(error, 'last_exception', None) or error
-            raise self._translate(url, cause) from None
+            # boto3's S3UploadFailedError wraps the ClientError that says what happened.
+            cause: BaseException | None = error
+            while cause is not None and not isinstance(cause, ClientError):
+                cause = cause.__cause__ or cause.__context__
+            raise self._translate(url, cause or error) from None  # type: ignore[arg-type]
 
     def list(self, url: str) -> list[str]:
         bucket, prefix = self.bucket_key(url)

@@ -32,11 +32,16 @@ def _fatal(error: BaseException) -> bool:
                               MissingDependencyError, ValueError, TypeError, IsADirectoryError))
 
 
-def upload_file(local_path: str, url: str, retries: int = 2, backoff: float = 0.5) -> None:
+def upload_file(local_path: str, url: str, retries: int = 2, backoff: float | None = None,
+                ) -> None:
     """Send ``local_path`` to ``url``, retrying with exponential backoff and jitter.
 
-    ``retries`` extra attempts follow a failed one; the final error names the URL and the cause.
+    ``retries`` extra attempts follow a failed one (delays as for downloads, see
+    ``DownloadConfig``); the final error names the URL and the cause.
     """
+    from streaming.storage.download import DownloadConfig
+    config = DownloadConfig.from_env()
+    backoff = config.backoff if backoff is None else backoff
     backend = get_backend(url)
     attempts = retries + 1
     for attempt in range(attempts):
@@ -50,7 +55,7 @@ def upload_file(local_path: str, url: str, retries: int = 2, backoff: float = 0.
             if attempt + 1 == attempts:
                 raise UploadError(f'Uploading {local_path} to {redact(url)} failed after '
                                   f'{attempts} attempt(s); last error: {cause}') from error
-            delay = min(20.0, backoff * 2**attempt) * random.uniform(0.5, 1.0)
+            delay = min(config.backoff_max, backoff * 2**attempt) * random.uniform(0.5, 1.0)
             retry_after = getattr(error, 'retry_after', None)
             if retry_after:
                 delay = max(delay, min(float(retry_after), 60.0))
