@@ -136,16 +136,28 @@ class FileLock:
         self.path = path
         self._fds: dict[int, int] = {}
 
-    def __enter__(self) -> FileLock:
+    def acquire(self, blocking: bool = True) -> bool:
+        """Take the lock; without ``blocking``, return False at once if someone holds it."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
         self._fds[_thread_id()] = fd
-        return self
+        return True
 
-    def __exit__(self, *exc: Any) -> None:
+    def release(self) -> None:
         fd = self._fds.pop(_thread_id())
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
 
     def __getstate__(self) -> dict[str, Any]:
         return {'path': self.path, '_fds': {}}

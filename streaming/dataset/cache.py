@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from streaming.coord import Namespace
+from streaming.coord import FileLock, Namespace
 from streaming.dataset.stream import Stream
 from streaming.format import Reader
 
@@ -101,6 +101,9 @@ class ShardCache:
 
         Returns False if another process is preparing it and ``blocking`` is False.
         """
+        # Lock order: a shard's lock is taken under the cache lock only by the claimer, which
+        # nobody else can be while we hold the cache lock, and only ever waited for with no
+        # other lock held. So no two processes can wait on each other.
         for _ in range(100):
             with self._lock:
                 state = int(self.states[shard_id])
@@ -108,26 +111,27 @@ class ShardCache:
                     self.touch(shard_id)
                     return True
                 shard_lock = self.namespace.lock(f'shard-{shard_id}')
+                if state == PREPARING and shard_lock.acquire(blocking=False):
+                    # Marked as being prepared, yet nobody holds its lock: the preparer died.
+                    shard_lock.release()
+                    self.states[shard_id] = state = REMOTE
+                    self._add_usage(-self.shards[shard_id].get_max_size())
                 if state == REMOTE:
                     reserved = self.shards[shard_id].get_max_size()
                     self._make_room(reserved, keep=shard_id)
                     self.states[shard_id] = PREPARING
                     self._add_usage(reserved)
-                    shard_lock.__enter__()  # Held until prepared: waiters block on it.
+                    shard_lock.acquire()  # Held until prepared: waiters block on it.
             if state == REMOTE:
                 self._download(shard_id, reserved, shard_lock)
                 return True
             if not blocking:
                 return False
-            with shard_lock:  # Wait for the preparing process to finish or die.
-                with self._lock:
-                    if self.states[shard_id] == PREPARING:
-                        # Its preparer released the lock without finishing: it died.
-                        self.states[shard_id] = REMOTE
-                        self._add_usage(-self.shards[shard_id].get_max_size())
+            with shard_lock:  # Wait for the preparer to finish (or die), holding nothing else.
+                pass
         raise RuntimeError(f'Shard {shard_id} could not be prepared after 100 attempts.')
 
-    def _download(self, shard_id: int, reserved: int, shard_lock: object) -> None:
+    def _download(self, shard_id: int, reserved: int, shard_lock: FileLock) -> None:
         shard = self.shards[shard_id]
         try:
             size = self.streams[self.shard_streams[shard_id]].prepare_shard(shard)
@@ -135,13 +139,13 @@ class ShardCache:
             with self._lock:
                 self.states[shard_id] = REMOTE
                 self._add_usage(-reserved)
-            shard_lock.__exit__(None, None, None)  # type: ignore[attr-defined]
+            shard_lock.release()
             raise
         with self._lock:
             self._add_usage(size - reserved)
             self.states[shard_id] = LOCAL
             self.touch(shard_id)
-        shard_lock.__exit__(None, None, None)  # type: ignore[attr-defined]
+        shard_lock.release()
 
     # ---- eviction --------------------------------------------------------------------------------
     def _make_room(self, needed: int, keep: int) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 
+import numpy as np
 import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
+from streaming.dataset.cache import PREPARING
 from streaming.storage import register_backend
 from streaming.storage.local import LocalBackend
 from tests.dataset.conftest import write_ids
@@ -107,3 +111,60 @@ def test_keep_zip(tmp_path, keep_zip: bool) -> None:
     names = os.listdir(tmp_path / 'cache')
     assert any(n.endswith('.mds') for n in names)
     assert any(n.endswith('.zstd') for n in names) == keep_zip
+
+
+class FlakyBackend(LocalBackend):
+    """Slow shard downloads of which every other one fails, so prepares overlap and fail."""
+
+    calls = 0
+
+    def download(self, url: str, local_path: str, timeout: float | None = None) -> None:
+        if not url.endswith('index.json'):
+            FlakyBackend.calls += 1
+            time.sleep(0.001)
+            if FlakyBackend.calls % 2:
+                raise ConnectionResetError('injected failure')
+        super().download(url, local_path, timeout)
+
+
+def test_concurrent_prepares_with_failures_never_deadlock(tmp_path) -> None:
+    remote = write_ids(str(tmp_path / 'remote'), 100, size_limit=1 << 12, payload=200)
+    register_backend('', FlakyBackend)
+    try:
+        dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=4,
+                                   download_retry=0)
+        failures = []
+
+        def hammer(seed: int) -> None:
+            rng = np.random.RandomState(seed)
+            for _ in range(150):
+                shard_id = int(rng.randint(3))  # A few shards, so threads collide.
+                try:
+                    dataset.prepare_shard(shard_id)
+                    if rng.rand() < 0.5:
+                        dataset.evict_shard(shard_id)
+                except RuntimeError as error:  # An injected failure, reported: fine.
+                    failures.append(error)
+
+        threads = [threading.Thread(target=hammer, args=(i,), daemon=True) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=90)
+        assert not any(t.is_alive() for t in threads), 'prepare deadlocked'
+        assert failures  # Failures happened, and were raised rather than hanging.
+        assert dataset.cache_usage == sum(dataset.shards[i].get_raw_size() for i in range(3)
+                                          if dataset.cache.is_local(i))
+    finally:
+        register_backend('', LocalBackend)
+
+
+def test_a_dead_preparer_is_detected(counted_remote, tmp_path) -> None:
+    dataset = StreamingDataset(remote=counted_remote, local=str(tmp_path / 'cache'),
+                               batch_size=4)
+    # As if a process had claimed shard 2 and been killed before finishing (its flock is gone).
+    dataset.cache.states[2] = PREPARING
+    dataset.cache._add_usage(dataset.shards[2].get_max_size())
+    first = int(dataset.sample_offset_per_shard[2])
+    assert dataset[first]['id'] == first
+    assert dataset.cache_usage == dataset.shards[2].get_raw_size()
