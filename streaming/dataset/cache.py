@@ -16,6 +16,7 @@ import numpy as np
 from streaming.coord import FileLock, Namespace
 from streaming.dataset.stream import Stream
 from streaming.format import Reader
+from streaming.format.hashing import get_hash
 
 __all__ = ['ShardCache', 'cache_arrays', 'REMOTE', 'PREPARING', 'LOCAL']
 
@@ -70,7 +71,9 @@ class ShardCache:
             states = self.states
             sizes = _FileSizes()
             for i, shard in enumerate(self.shards):
-                if all(sizes.get(shard.path(raw)) == raw['bytes'] for raw, _ in shard.file_pairs):
+                stream = self.streams[self.shard_streams[i]]
+                if all(sizes.get(shard.path(raw)) == raw['bytes'] for raw, _ in shard.file_pairs) \
+                        and self._trusted(shard, stream.validate_hash, stream.has_remote):
                     states[i] = LOCAL
                     usage += shard.get_persistent_size(self.streams[self.shard_streams[i]]
                                                        .safe_keep_zip)
@@ -78,6 +81,28 @@ class ShardCache:
         if self.cache_limit is not None and usage > self.cache_limit:
             with self._lock:
                 self._make_room(0, keep=-1)
+
+    @staticmethod
+    def _trusted(shard: Reader, algo: str | None, has_remote: bool) -> bool:
+        """Whether a cached shard may be used as is.
+
+        With ``validate_hash`` and a remote, a cached shard counts only if its checksum matches;
+        one that does not is deleted, to be downloaded afresh when needed.
+        """
+        if not algo or not has_remote:
+            return True
+        for raw, zipped in shard.file_pairs:
+            expected = raw.get('hashes', {}).get(algo)
+            if expected is None:
+                continue
+            with open(shard.path(raw), 'rb') as f:
+                if get_hash(algo, f.read()) == expected:
+                    continue
+            for info in (raw, zipped):
+                if info is not None and os.path.exists(shard.path(info)):
+                    os.remove(shard.path(info))
+            return False
+        return True
 
     def check_limit(self) -> None:
         """Refuse a cache_limit that cannot hold the shards one step of iteration needs."""

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from streaming import StreamingDataLoader, StreamingDataset
+from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
 from streaming.dataset.cache import PREPARING
 from streaming.storage import register_backend
 from streaming.storage.local import LocalBackend
@@ -168,3 +168,22 @@ def test_a_dead_preparer_is_detected(counted_remote, tmp_path) -> None:
     first = int(dataset.sample_offset_per_shard[2])
     assert dataset[first]['id'] == first
     assert dataset.cache_usage == dataset.shards[2].get_raw_size()
+
+
+def test_corrupt_cached_shard_is_fetched_again_with_validate_hash(tmp_path) -> None:
+    remote = str(tmp_path / 'remote')
+    with MDSWriter(out=remote, columns={'id': 'int'}, hashes=['sha1'], size_limit=1 << 10) as w:
+        for i in range(300):
+            w.write({'id': i})
+    local = tmp_path / 'cache'
+    first = StreamingDataset(remote=remote, local=str(local), batch_size=4)
+    assert sorted(s['id'] for s in first) == list(range(300))
+    shard = local / 'shard.00001.mds'
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF  # The last byte of the last sample's id: same size, wrong content.
+    shard.write_bytes(bytes(data))
+    trusting = StreamingDataset(remote=remote, local=str(local), batch_size=4)
+    assert sorted(s['id'] for s in trusting) != list(range(300))  # Size-only check: served.
+    checking = StreamingDataset(remote=remote, local=str(local), batch_size=4,
+                                validate_hash='sha1')
+    assert sorted(s['id'] for s in checking) == list(range(300))
