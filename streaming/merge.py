@@ -74,6 +74,8 @@ def _merge_index_from_list(index_file_urls: list[Location], out: Location, keep_
     uploader = Uploader(out, keep_local=keep_local, exist_ok=True, keep_contents=True)
     write_index(os.path.join(uploader.local, INDEX_BASENAME), shards, sort_keys=False)
     uploader.upload_file(INDEX_BASENAME)
+    if isinstance(out, str) and is_remote_url(out):
+        uploader.finish()  # The local side was a temporary staging directory: remove it.
 
 
 def _merge_index_from_root(out: Location, keep_local: bool = True,

@@ -61,7 +61,8 @@ class Writer:
         self.extra_bytes_per_shard = extra_bytes_per_shard
         self.extra_bytes_per_sample = extra_bytes_per_sample
         self.keep_local = keep_local
-        self.uploader = Uploader(out, keep_local, options['retry'], options['exist_ok'])
+        self.uploader = Uploader(out, keep_local, options['retry'], options['exist_ok'],
+                                 progress_bar=options['progress_bar'])
         self.local = self.uploader.local
         self.remote = self.uploader.remote
         workers = options['max_workers']
