@@ -1,0 +1,216 @@
+"""Worker-side helpers shared by every case script.
+
+A case script runs in a fresh process with the python of one implementation's virtual env:
+``ours`` (this repo's dev venv), ``reference`` (mosaicml-streaming 0.13.0) or ``litdata``. It
+is started by path, so only ``benchmarks/cases`` is on ``sys.path`` (never the repo root, which
+would shadow the reference's ``streaming`` package with ours). It reads its parameters from one
+JSON argument and prints exactly one result line, ``BENCH_RESULT {json}``, which the runner parses.
+
+A result is ``{"status": "ok", "metrics": {...}}``, ``{"status": "unsupported", "reason": ...}``
+(the implementation cannot run this case yet: reported as such, never skipped silently) or
+``{"status": "error", ...}``.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import os
+import re
+import resource
+import sys
+import time
+import traceback
+import types
+from collections.abc import Callable
+from typing import Any
+
+RESULT_PREFIX = 'BENCH_RESULT '
+IMPLS = ('ours', 'reference', 'litdata', 'machine')
+
+
+class Unsupported(Exception):
+    """The implementation cannot run this case (yet); the message says why."""
+
+
+def _stub(name: str, **attrs: Any) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    module.__dict__.update(attrs)
+    sys.modules[name] = module
+    return module
+
+
+def install_torchvision_stand_in() -> None:
+    """Put a stand-in ``torchvision`` in ``sys.modules``: it cannot import on this CPU-only box.
+
+    The reference imports torchvision at ``import streaming`` time (its vision datasets), but its
+    format and dataset code never calls it.
+    """
+    class VisionDataset:  # noqa: D401 - a placeholder base class
+        pass
+
+    _stub('torchvision')
+    _stub('torchvision.datasets', VisionDataset=VisionDataset)
+    _stub('torchvision.transforms')
+    _stub('torchvision.transforms.functional', to_tensor=lambda x: x)
+
+
+# Public names resolved at import time, before any clock starts: ours imports them lazily (on
+# first attribute access, pulling in torch), the reference and LitData eagerly, so without this
+# ours would pay its imports inside the timed region.
+_PRELOAD = ('MDSWriter', 'LocalDataset', 'StreamingDataset', 'StreamingDataLoader')
+
+
+def import_impl(impl: str) -> types.ModuleType:
+    """Import the implementation's top-level module (and its public classes), checked."""
+    if impl == 'litdata':
+        os.environ.setdefault('LITDATA_DISABLE_VERSION_CHECK', '1')  # No PyPI call at init.
+        import litdata
+        return litdata
+    if impl == 'reference':
+        install_torchvision_stand_in()
+    import streaming
+    version = getattr(streaming, '__version__', '?')
+    if impl == 'reference' and version != '0.13.0':
+        raise RuntimeError(f'expected mosaicml-streaming 0.13.0, imported {version} from '
+                           f'{streaming.__file__}')
+    if impl == 'ours' and 'site-packages/streaming' in (streaming.__file__ or ''):
+        raise RuntimeError(f'expected our package, imported {streaming.__file__}')
+    for name in _PRELOAD:
+        try:
+            getattr(streaming, name)
+        except (AttributeError, ImportError):
+            pass  # Reported as unsupported by the case that needs it.
+    return streaming
+
+
+def impl_version(impl: str) -> str:
+    """The version string of the implementation (imports it)."""
+    module = import_impl(impl)
+    return str(getattr(module, '__version__', '?'))
+
+
+def require(module: types.ModuleType, *names: str) -> list[Any]:
+    """``getattr`` each public name, raising ``Unsupported`` if any is missing."""
+    values = []
+    for name in names:
+        try:
+            values.append(getattr(module, name))
+        except (AttributeError, ImportError) as error:
+            raise Unsupported(f'{module.__name__}.{name} is not available yet ({error})') \
+                from None
+    return values
+
+
+def litdata_bytes(item: Any) -> Any:
+    """LitData transform: turn the ``memoryview`` values it returns for bytes columns into bytes.
+
+    LitData hands back a memoryview for a ``bytes`` value. torch's default collate treats a
+    memoryview as a sequence and transposes it byte by byte (a batch of 256 samples of 2 KiB
+    becomes 2048 tensors of 256 bytes), and it cannot be pickled across DataLoader workers. The
+    other implementations return ``bytes``, so LitData gets the same (one copy per value, as
+    they make).
+    """
+    if isinstance(item, dict):
+        return {key: bytes(value) if isinstance(value, memoryview) else value
+                for key, value in item.items()}
+    return item
+
+
+_SHM_NAME = re.compile(r'\d{6}_\w+')  # The reference's /dev/shm names: 000000_locals, ...
+
+
+def _streaming_shm_in_use() -> bool:
+    """True if a live process maps one of the reference's shared memory blocks."""
+    try:
+        names = [n for n in os.listdir('/dev/shm') if _SHM_NAME.fullmatch(n)]
+    except OSError:
+        return False
+    if not names:
+        return False
+    paths = [f'/dev/shm/{n}' for n in names]
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f'/proc/{pid}/maps') as f:
+                maps = f.read()
+        except OSError:
+            continue
+        if any(path in maps for path in paths):
+            return True
+    return False
+
+
+def prepare_impl(impl: str) -> types.ModuleType:
+    """Import the implementation and clear stale shared memory; call before any clock starts.
+
+    The reference keeps each dataset's state in /dev/shm and its
+    ``clean_stale_shared_memory()`` unlinks every such block, live or not. On a shared machine
+    another process (a test driving the reference) may be using them, so it is called only when
+    no live process maps any: stale blocks are cleared, live ones left alone (the reference then
+    picks the next free prefix by itself).
+    """
+    module = import_impl(impl)
+    if impl in ('ours', 'reference') and not _streaming_shm_in_use():
+        try:
+            from streaming.base.util import clean_stale_shared_memory
+        except ImportError:
+            return module
+        clean_stale_shared_memory()
+    return module
+
+
+def peak_rss_mb(children: bool = False) -> float:
+    """Peak resident set size of this process (plus its reaped children) in MiB."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if children:
+        peak += resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return peak / 1024  # ru_maxrss is in KiB on Linux.
+
+
+def current_rss_mb() -> float:
+    """Current resident set size of this process in MiB."""
+    with open('/proc/self/statm') as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf('SC_PAGE_SIZE') / 2**20
+
+
+def emit(result: dict[str, Any]) -> None:
+    """Print the one result line the runner looks for."""
+    sys.stdout.flush()
+    print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+
+
+def main(run: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
+    """Entry point of a case script: ``script.py IMPL PARAMS_JSON``.
+
+    ``run(impl, params)`` returns the metrics dict; raising ``Unsupported`` reports the case as
+    not yet runnable for that implementation.
+    """
+    impl, params = sys.argv[1], json.loads(sys.argv[2])
+    if impl not in IMPLS:
+        raise SystemExit(f'unknown implementation {impl!r}; expected one of {IMPLS}')
+    try:
+        metrics = run(impl, params)
+    except Unsupported as why:
+        emit({'status': 'unsupported', 'reason': str(why)})
+        return
+    except Exception as error:  # Report, don't crash: the suite goes on with other cases.
+        emit({'status': 'error', 'reason': f'{type(error).__name__}: {error}',
+              'traceback': traceback.format_exc()[-4000:]})
+        return
+    emit({'status': 'ok', 'metrics': metrics})
+
+
+class Stopwatch:
+    """``with Stopwatch() as sw: ...`` then ``sw.seconds``."""
+
+    def __enter__(self) -> Stopwatch:
+        self.start = time.perf_counter()
+        self.seconds = 0.0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.start
