@@ -23,7 +23,7 @@ from google.cloud import storage
 
 from streaming.storage.errors import TransientError
 from streaming.storage.http import status_error
-from streaming.storage.registry import Backend, ObjectInfo, Response, split_bucket_key
+from streaming.storage.registry import Backend, ObjectInfo, Response, object_size, split_bucket_key
 from streaming.storage.s3 import S3Backend
 from streaming.storage.secrets import redact
 
@@ -124,12 +124,8 @@ class _GCSClient(Backend):
         if response.status_code not in (200, 206) or (ranged and response.status_code != 206):
             response.close()
             raise status_error(url, response.status_code, response.headers, 'GCS')
-        total = None
-        content_range = response.headers.get('Content-Range', '')
-        if '/' in content_range and content_range.rsplit('/', 1)[1].isdigit():
-            total = int(content_range.rsplit('/', 1)[1])
-        elif not ranged and response.headers.get('Content-Length'):
-            total = int(response.headers['Content-Length'])
+        total = object_size(response.headers.get('Content-Range'),
+                            response.headers.get('Content-Length'), ranged)
         generation = response.headers.get('x-goog-generation')
         return Response(ObjectInfo(total, generation), self._chunks(url, response))
 

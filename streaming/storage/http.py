@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import urllib3
 
 from streaming.storage.errors import TransientError
-from streaming.storage.registry import Backend, ObjectInfo, Response
+from streaming.storage.registry import Backend, ObjectInfo, Response, object_size
 from streaming.storage.secrets import redact
 
 __all__ = ['HTTPBackend', 'status_error']
@@ -108,12 +108,8 @@ class HTTPBackend(Backend):
             if ranged and response.status == 200:
                 raise ValueError(f'{redact(url)}: the server ignored a Range request.')
             raise status_error(url, response.status, response.headers)
-        total = None
-        content_range = response.headers.get('Content-Range', '')
-        if '/' in content_range and content_range.rsplit('/', 1)[1].isdigit():
-            total = int(content_range.rsplit('/', 1)[1])
-        elif response.headers.get('Content-Length') and not ranged:
-            total = int(response.headers['Content-Length'])
+        total = object_size(response.headers.get('Content-Range'),
+                            response.headers.get('Content-Length'), ranged)
         return Response(ObjectInfo(total, response.headers.get('ETag')),
                         self._chunks(url, response))
 

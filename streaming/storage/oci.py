@@ -17,7 +17,7 @@ import oci
 
 from streaming.storage.errors import TransientError
 from streaming.storage.http import status_error
-from streaming.storage.registry import Backend, ObjectInfo, Response
+from streaming.storage.registry import Backend, ObjectInfo, Response, object_size
 from streaming.storage.secrets import redact
 
 __all__ = ['OCIBackend', 'split_oci_url']
@@ -93,12 +93,8 @@ class OCIBackend(Backend):
         except Exception as error:
             raise self._translate(url, error) from None
         headers = response.headers
-        total = None
-        content_range = headers.get('content-range', '')
-        if '/' in content_range and content_range.rsplit('/', 1)[1].isdigit():
-            total = int(content_range.rsplit('/', 1)[1])
-        elif 'range' not in kwargs and headers.get('content-length'):
-            total = int(headers['content-length'])
+        total = object_size(headers.get('content-range'), headers.get('content-length'),
+                            'range' in kwargs)
         return Response(ObjectInfo(total, headers.get('etag')), self._chunks(url, response.data))
 
     @staticmethod

@@ -16,8 +16,8 @@ from urllib.parse import urlparse
 
 from streaming.storage.errors import MissingDependencyError
 
-__all__ = ['Backend', 'ObjectInfo', 'Response', 'get_backend', 'parse_url', 'register_backend',
-           'is_remote_url', 'split_bucket_key']
+__all__ = ['Backend', 'ObjectInfo', 'Response', 'get_backend', 'is_remote_url', 'object_size',
+           'parse_url', 'register_backend', 'split_bucket_key']
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,21 @@ class ObjectInfo:
 
     size: int | None
     etag: str | None = None
+
+
+def object_size(content_range: str | None, content_length: str | None,
+                ranged: bool) -> int | None:
+    """The whole object's size from a GET's headers.
+
+    It is the total after the slash in ``Content-Range``; a whole-object GET may give only
+    ``Content-Length``. None when neither tells.
+    """
+    total = (content_range or '').rpartition('/')[2]
+    if total.isdigit():
+        return int(total)
+    if not ranged and content_length:
+        return int(content_length)
+    return None
 
 
 @dataclass
