@@ -30,7 +30,12 @@ def fmt(value: float | None) -> str:
 
 
 def fmt_ratio(value: float | None) -> str:
-    return '–' if value is None else f'{value:.2f}x' if value < 10 else f'{value:.1f}x'
+    """Enough digits to tell a ratio from a threshold it just misses (0.254x vs 0.25)."""
+    if value is None:
+        return '–'
+    if value < 1:
+        return f'{value:.3f}x'
+    return f'{value:.2f}x' if value < 10 else f'{value:.1f}x'
 
 
 def cell(summary: dict[str, Any], metric: str, notes: list[str]) -> str:
