@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import quote
 
 import boto3
@@ -22,14 +22,13 @@ from google.api_core import exceptions
 from google.cloud import storage
 
 from streaming.storage.errors import TransientError
-from streaming.storage.http import status_error
+from streaming.storage.http import body_chunks, status_error
 from streaming.storage.registry import Backend, ObjectInfo, Response, object_size, split_bucket_key
 from streaming.storage.s3 import S3Backend
 from streaming.storage.secrets import redact
 
 __all__ = ['GCSBackend']
 
-_CHUNK = 256 << 10
 
 
 class _GCSHMAC(S3Backend):
@@ -127,16 +126,7 @@ class _GCSClient(Backend):
         total = object_size(response.headers.get('Content-Range'),
                             response.headers.get('Content-Length'), ranged)
         generation = response.headers.get('x-goog-generation')
-        return Response(ObjectInfo(total, generation), self._chunks(url, response))
-
-    @staticmethod
-    def _chunks(url: str, response: Any) -> Iterator[bytes]:
-        try:
-            yield from response.raw.stream(_CHUNK, decode_content=False)
-        except Exception as error:
-            raise TransientError(f'{redact(url)}: {redact(error)}') from None
-        finally:
-            response.close()
+        return Response(ObjectInfo(total, generation), body_chunks(url, response))
 
     def upload(self, local_path: str, url: str) -> None:
         bucket, key = split_bucket_key(url)

@@ -23,6 +23,20 @@ __all__ = ['HTTPBackend', 'status_error']
 _CHUNK = 256 << 10
 
 
+def body_chunks(url: str, response: Any) -> Iterator[bytes]:
+    """The body of a streamed requests-style response (``.raw`` is urllib3), chunk by chunk.
+
+    A failure mid-body is a ``TransientError`` naming the URL (secrets redacted), so the
+    download layer retries it; the response is closed however the iteration ends.
+    """
+    try:
+        yield from response.raw.stream(_CHUNK, decode_content=False)
+    except Exception as error:
+        raise TransientError(f'{redact(url)}: {redact(error)}') from None
+    finally:
+        response.close()
+
+
 def status_error(url: str, status: int, headers: Any, service: str = 'HTTP') -> Exception:
     """The exception for an unsuccessful HTTP status: missing, denied, or worth retrying."""
     where = redact(url)

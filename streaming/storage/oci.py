@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 import oci
 
 from streaming.storage.errors import TransientError
-from streaming.storage.http import status_error
+from streaming.storage.http import body_chunks, status_error
 from streaming.storage.registry import Backend, ObjectInfo, Response, object_size
 from streaming.storage.secrets import redact
 
 __all__ = ['OCIBackend', 'split_oci_url']
 
-_CHUNK = 256 << 10
 
 
 def split_oci_url(url: str) -> tuple[str, str, str]:
@@ -95,16 +94,7 @@ class OCIBackend(Backend):
         headers = response.headers
         total = object_size(headers.get('content-range'), headers.get('content-length'),
                             'range' in kwargs)
-        return Response(ObjectInfo(total, headers.get('etag')), self._chunks(url, response.data))
-
-    @staticmethod
-    def _chunks(url: str, stream: Any) -> Iterator[bytes]:
-        try:
-            yield from stream.raw.stream(_CHUNK, decode_content=False)
-        except Exception as error:
-            raise TransientError(f'{redact(url)}: {redact(error)}') from None
-        finally:
-            stream.close()
+        return Response(ObjectInfo(total, headers.get('etag')), body_chunks(url, response.data))
 
     def upload(self, local_path: str, url: str) -> None:
         bucket, namespace, name = split_oci_url(url)
