@@ -30,7 +30,6 @@ from streaming.storage.secrets import redact
 __all__ = ['GCSBackend']
 
 
-
 class _GCSHMAC(S3Backend):
     """GCS through its S3-compatible XML API, signed with HMAC keys."""
 

@@ -23,7 +23,6 @@ from streaming.storage.secrets import redact
 __all__ = ['OCIBackend', 'split_oci_url']
 
 
-
 def split_oci_url(url: str) -> tuple[str, str, str]:
     """``oci://bucket@namespace/path`` -> (bucket, namespace, path)."""
     parsed = urlparse(url)
