@@ -16,7 +16,7 @@ __all__ = ['CSVWriter', 'JSONWriter', 'LocalDataset', 'MDSWriter', 'Stream', 'St
            'StreamingDataset', 'TSVWriter', 'World', 'XSVWriter', '__version__']
 
 # Public name -> module that defines it, imported on first access (these import torch).
-_LAZY = {'LocalDataset': 'streaming.local', 'Stream': 'streaming.dataset.stream',
+_LAZY = {'LocalDataset': 'streaming.local_dataset', 'Stream': 'streaming.dataset.stream',
          'StreamingDataset': 'streaming.dataset.dataset',
          'StreamingDataLoader': 'streaming.dataloader', 'World': 'streaming.world'}
 

@@ -15,13 +15,13 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from torch.utils.data import IterableDataset
 
-from streaming.array import Array
 from streaming.coord import Namespace, make_job_token
 from streaming.dataset.cache import LOCAL, ShardCache, cache_arrays
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
 from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoch_order
 from streaming.dataset.options import DatasetOptions
 from streaming.dataset.stream import Stream, streams_registry
+from streaming.indexing import IndexingMixin
 from streaming.order.epoch import default_num_canonical_nodes, get_epoch_order
 from streaming.order.sampling import apply_weights
 from streaming.world import World
@@ -29,7 +29,7 @@ from streaming.world import World
 __all__ = ['StreamingDataset']
 
 
-class StreamingDataset(Array, IterableDataset):
+class StreamingDataset(IndexingMixin, IterableDataset):
     """An iterable (and randomly indexable) dataset over one or more streams of shards.
 
     Takes the reference's arguments, with the same defaults, plus ``world``: a ``World`` for

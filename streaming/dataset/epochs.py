@@ -14,11 +14,11 @@ applies it, however many epochs the rank has run (the reference ignores it then:
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from streaming.coord import Namespace
+from streaming.fileio import atomic_write
 
 __all__ = ['EpochState', 'epoch_arrays', 'ResumeRecord']
 
@@ -79,10 +79,8 @@ class EpochState:
         """Make this rank's next session resume from ``record``."""
         with self.namespace.lock('epoch'):
             generation = int(self._array('resume_generation')[0]) + 1
-            tmp = f'{self._resume_path()}.{os.getpid()}.tmp'
-            with open(tmp, 'w') as f:
-                json.dump({'generation': generation, **asdict(record)}, f)
-            os.replace(tmp, self._resume_path())
+            atomic_write(self._resume_path(),
+                         json.dumps({'generation': generation, **asdict(record)}))
             self._array('resume_generation')[0] = generation
 
     def _pending(self) -> ResumeRecord | None:

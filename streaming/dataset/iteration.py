@@ -6,13 +6,13 @@ import glob
 import hashlib
 import os
 import threading
-import uuid
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from streaming.coord import Namespace
 from streaming.dataset.cache import ShardCache
+from streaming.fileio import atomic_open
 
 __all__ = ['shared_epoch_order', 'Prefetcher', 'iterate_samples', 'shard_chunks']
 
@@ -30,9 +30,8 @@ def shared_epoch_order(namespace: Namespace, params: dict[str, Any],
         with namespace.lock('order'):
             if not os.path.exists(path):
                 order = compute()
-                tmp = namespace.file(f'.order-{uuid.uuid4().hex}.npy')
-                np.save(tmp, order)
-                os.replace(tmp, path)
+                with atomic_open(path) as file:
+                    np.save(file, order)
                 for old in glob.glob(namespace.file('order-*.npy')):
                     if old != path:  # Maps of old orders stay valid after the unlink.
                         os.remove(old)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-import uuid
 from typing import Any
 
 from streaming.errors import ShardFileError
 from streaming.format import Reader, reader_from_json
-from streaming.format.compression import decompress
+from streaming.format.compression import decompress_file
 from streaming.format.index import INDEX_BASENAME, load_index
 from streaming.storage.download import download_file, hash_check
 from streaming.storage.registry import is_remote_url
@@ -132,12 +131,8 @@ class Stream:
             zip_path = shard.path(zipped)
             if not _has_size(zip_path, zipped['bytes']):
                 self._fetch_checked(shard, zipped)
-            with open(zip_path, 'rb') as f:
-                data = decompress(shard.compression, f.read())  # type: ignore[arg-type]
-            if len(data) != raw['bytes']:
-                raise ShardFileError(f'{zip_path} decompresses to {len(data)} bytes, expected '
-                                     f'{raw["bytes"]}.')
-            _write_atomic(raw_path, data)
+            decompress_file(zip_path, raw_path, shard.compression,  # type: ignore[arg-type]
+                            raw['bytes'])
             if not self.safe_keep_zip:
                 os.remove(zip_path)
         return shard.get_persistent_size(self.safe_keep_zip)
@@ -173,13 +168,6 @@ def _has_size(path: str, size: int) -> bool:
         return os.path.getsize(path) == size
     except OSError:
         return False
-
-
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = f'{path}.{uuid.uuid4().hex[:8]}.tmp'
-    with open(tmp, 'wb') as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 # Stream classes by name, for StreamingDataset(stream_name=..., stream_config=...).

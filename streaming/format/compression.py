@@ -12,7 +12,11 @@ import gzip
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ['compress', 'decompress', 'get_compression_extension', 'get_compressions',
+from streaming.errors import ShardFileError
+from streaming.fileio import atomic_write
+
+__all__ = ['compress', 'decompress', 'decompress_file', 'get_compression_extension',
+           'get_compressions',
            'is_compression', 'parse_compression']
 
 
@@ -128,3 +132,22 @@ def decompress(algo: str, data: bytes) -> bytes:
     if parsed is None:
         return data
     return parsed[0].decompress(data)
+
+
+def decompress_file(zip_path: str, raw_path: str, algo: str, expected_bytes: int) -> None:
+    """Decompress ``zip_path`` into ``raw_path``, atomically, checking the decompressed size.
+
+    The one decompress-and-verify path of the package: readers of local datasets and the shard
+    cache both call it. Any codec failure or size mismatch is a ``ShardFileError`` naming the
+    file, and nothing is left under ``raw_path``.
+    """
+    with open(zip_path, 'rb') as file:
+        data = file.read()
+    try:
+        data = decompress(algo, data)
+    except Exception as error:
+        raise ShardFileError(f'Cannot decompress {zip_path} with {algo!r}: {error}') from error
+    if len(data) != expected_bytes:
+        raise ShardFileError(f'{zip_path} decompresses to {len(data)} bytes but the index says '
+                             f'{expected_bytes}.')
+    atomic_write(raw_path, data)

@@ -12,6 +12,7 @@ import os
 from typing import Any, TypedDict
 
 from streaming.errors import IndexFileError, MissingIndexError
+from streaming.fileio import atomic_write
 
 __all__ = ['INDEX_BASENAME', 'FileInfo', 'get_index_basename', 'load_index', 'dump_index',
            'write_index', 'validate_shard_entry']
@@ -43,10 +44,7 @@ def dump_index(shards: list[dict[str, Any]], sort_keys: bool = True) -> str:
 
 def write_index(path: str, shards: list[dict[str, Any]], sort_keys: bool = True) -> None:
     """Write ``index.json`` atomically: a reader sees the old file or the whole new one."""
-    tmp = f'{path}.tmp.{os.getpid()}'
-    with open(tmp, 'w') as out:
-        out.write(dump_index(shards, sort_keys))
-    os.replace(tmp, path)
+    atomic_write(path, dump_index(shards, sort_keys))
 
 
 # Keys every shard entry of a format must have, with the type each must be.

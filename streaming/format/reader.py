@@ -10,15 +10,14 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-import uuid
 from typing import Any
 
 import numpy as np
 
-from streaming.array import Array
 from streaming.errors import ShardFileError
-from streaming.format.compression import decompress
+from streaming.format.compression import decompress_file
 from streaming.format.index import FileInfo
+from streaming.indexing import IndexingMixin
 
 __all__ = ['Reader', 'JointReader', 'SplitReader', 'FileInfo']
 
@@ -46,7 +45,7 @@ def check_offsets(path: str, offsets: np.ndarray, begin: int, end: int) -> None:
                              f'{begin} to {end}, non-decreasing).')
 
 
-class Reader(Array):
+class Reader(IndexingMixin):
     """One shard of a dataset directory (``dirname/split``)."""
 
     def __init__(self, dirname: str, split: str | None, compression: str | None,
@@ -97,20 +96,8 @@ class Reader(Array):
             if zipped is None or not os.path.exists(self.path(zipped)):
                 where = raw_path if zipped is None else f'{raw_path} or {self.path(zipped)}'
                 raise FileNotFoundError(f'Shard file not found: {where}.')
-            with open(self.path(zipped), 'rb') as f:
-                data = f.read()
-            try:
-                data = decompress(self.compression, data)  # type: ignore[arg-type]
-            except Exception as error:
-                raise ShardFileError(f'Cannot decompress {self.path(zipped)} with '
-                                     f'{self.compression!r}: {error}') from error
-            if len(data) != raw['bytes']:
-                raise ShardFileError(f'{self.path(zipped)} decompresses to {len(data)} bytes but '
-                                     f'the index says {raw["bytes"]}.')
-            tmp = f'{raw_path}.{uuid.uuid4().hex[:8]}.tmp'
-            with open(tmp, 'wb') as out:
-                out.write(data)
-            os.replace(tmp, raw_path)
+            decompress_file(self.path(zipped), raw_path, self.compression,  # type: ignore[arg-type]
+                            raw['bytes'])
 
     def _open(self) -> list[mmap.mmap]:
         """Map the raw files and check their headers; done once per shard."""

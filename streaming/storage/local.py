@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from typing import Iterator
 from urllib.parse import unquote, urlparse
 
+from streaming.fileio import atomic_open
 from streaming.storage.registry import Backend, ObjectInfo, Response
 
 __all__ = ['LocalBackend', 'local_path']
@@ -23,14 +23,8 @@ def local_path(url: str) -> str:
 
 def _copy_atomic(src: str, dst: str) -> None:
     os.makedirs(os.path.dirname(dst) or '.', exist_ok=True)
-    tmp = f'{dst}.{uuid.uuid4().hex[:8]}.tmp'
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with open(src, 'rb') as source, atomic_open(dst) as target:
+        shutil.copyfileobj(source, target, 1 << 20)
 
 
 def _chunks(path: str, start: int, end: int | None, size: int = 1 << 20) -> Iterator[bytes]:

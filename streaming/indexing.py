@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ['Array']
+__all__ = ['IndexingMixin']
 
 
-class Array:
+class IndexingMixin:
     """Mixin: ``x[i]``, ``x[-1]``, ``x[2:10:3]``, ``x[[1, 5]]`` and ``x[np.array(...)]``.
 
     Ints wrap once from the end like Python; slices clamp like Python; lists and arrays give a

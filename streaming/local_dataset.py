@@ -8,14 +8,14 @@ from typing import Any
 
 from torch.utils.data import Dataset
 
-from streaming.array import Array
 from streaming.format import reader_from_json
 from streaming.format.index import INDEX_BASENAME, load_index
+from streaming.indexing import IndexingMixin
 
 __all__ = ['LocalDataset']
 
 
-class LocalDataset(Array, Dataset):
+class LocalDataset(IndexingMixin, Dataset):
     """Random access to every sample of ``local/split`` (no download, no shared state)."""
 
     def __init__(self, local: str, split: str | None = None) -> None:

@@ -11,10 +11,10 @@ import tempfile
 
 import pytest
 
+from tests.format.test_interop import _comparable
 from tests.oracle import ours
 from tests.oracle.cases import CASES
 from tests.oracle.make_golden import GOLDEN, GOLDEN_CASES
-from tests.test_interop import _comparable
 
 
 @pytest.mark.parametrize('case', GOLDEN_CASES)
