@@ -28,8 +28,10 @@ def reference_python() -> str:
 
 def run_reference(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run ``ops`` in one reference process; returns one outcome per op."""
+    # Never let our package shadow the reference's: drop any PYTHONPATH pointing at this tree.
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
     proc = subprocess.run([reference_python(), DRIVER], input=json.dumps(ops), text=True,
-                          capture_output=True, timeout=600)
+                          capture_output=True, timeout=600, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f'reference driver failed:\n{proc.stderr[-4000:]}')
     return json.loads(proc.stdout)
