@@ -18,15 +18,17 @@ for the same files (multi-protocol access), so both schemes share one tested cod
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
 from azure.core import MatchConditions, exceptions
 from azure.storage.blob import BlobServiceClient
 
+from streaming.storage.backend import Backend
+from streaming.storage.clients import ClientCache
 from streaming.storage.errors import MissingDependencyError, TransientError
-from streaming.storage.registry import Backend, ObjectInfo, Response
+from streaming.storage.objects import ObjectInfo, Response
+from streaming.storage.retry import THROTTLED_STATUSES, retry_after
 from streaming.storage.secrets import redact
 
 __all__ = ['AzureBackend', 'AzureDataLakeBackend']
@@ -41,9 +43,8 @@ class AzureBackend(Backend):
     host_kind = 'blob'
 
     def __init__(self) -> None:
-        self._clients: dict[tuple[str, float], Any] = {}
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
+        self._clients: ClientCache[tuple[str, float], Any] = ClientCache(
+            lambda key: self._make(*key))
 
     # ---- URLs and clients --------------------------------------------------------------------
     def locate(self, url: str) -> tuple[str, str, str]:
@@ -76,15 +77,7 @@ class AzureBackend(Backend):
         return account_url, container, blob
 
     def _service(self, account_url: str, timeout: float) -> Any:
-        if self._pid != os.getpid():
-            self._clients, self._pid, self._lock = {}, os.getpid(), threading.Lock()
-        key = (account_url, float(timeout))
-        client = self._clients.get(key)
-        if client is None:
-            with self._lock:
-                client = self._clients.get(key) or self._make(account_url, timeout)
-                self._clients[key] = client
-        return client
+        return self._clients.get((account_url, float(timeout)))
 
     def _make(self, account_url: str, timeout: float) -> Any:
         options = {'retry_total': 0, 'connection_timeout': min(timeout, 60.0),
@@ -126,13 +119,11 @@ class AzureBackend(Backend):
             status = int(error.status_code or 0)
             if status in (401, 403):
                 return PermissionError(f'{where}: access denied (Azure {status}).')
-            headers = getattr(error.response, 'headers', None) or {}
-            retry_after = headers.get('Retry-After')
             return TransientError(f'{where}: Azure answered {status} '
                                   f'{redact(getattr(error, "error_code", "") or "")}',
-                                  retry_after=float(retry_after) if retry_after and
-                                  retry_after.isdigit() else None,
-                                  throttled=status in (429, 503))
+                                  retry_after=retry_after(getattr(error.response, 'headers',
+                                                                  None)),
+                                  throttled=status in THROTTLED_STATUSES)
         if isinstance(error, exceptions.AzureError):
             return TransientError(f'{where}: {redact(error)}')
         return error

@@ -12,7 +12,6 @@ Two ways in, chosen as the reference chooses:
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 from urllib.parse import quote
 
@@ -21,11 +20,15 @@ from botocore.config import Config
 from google.api_core import exceptions
 from google.cloud import storage
 
+from streaming.storage.backend import Backend
+from streaming.storage.clients import ClientCache
 from streaming.storage.errors import TransientError
-from streaming.storage.http import body_chunks, status_error
-from streaming.storage.registry import Backend, ObjectInfo, Response, object_size, split_bucket_key
+from streaming.storage.objects import ObjectInfo, Response
+from streaming.storage.registry import split_bucket_key
+from streaming.storage.retry import THROTTLED_STATUSES, retry_after
 from streaming.storage.s3 import S3Backend
 from streaming.storage.secrets import redact
+from streaming.storage.transport import body_chunks, byte_range, object_size, status_error
 
 __all__ = ['GCSBackend']
 
@@ -62,21 +65,17 @@ class _GCSClient(Backend):
     scheme = 'gs'
 
     def __init__(self) -> None:
-        self._client: Any = None
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
+        self._clients: ClientCache[None, Any] = ClientCache(lambda _: self._make_client())
+
+    @staticmethod
+    def _make_client() -> Any:
+        if os.environ.get('STORAGE_EMULATOR_HOST'):
+            from google.auth.credentials import AnonymousCredentials
+            return storage.Client(project='emulator', credentials=AnonymousCredentials())
+        return storage.Client()
 
     def client(self) -> Any:
-        if self._client is None or self._pid != os.getpid():
-            with self._lock:
-                if os.environ.get('STORAGE_EMULATOR_HOST'):
-                    from google.auth.credentials import AnonymousCredentials
-                    self._client = storage.Client(project='emulator',
-                                                  credentials=AnonymousCredentials())
-                else:
-                    self._client = storage.Client()
-                self._pid = os.getpid()
-        return self._client
+        return self._clients.get(None)
 
     def _translate(self, url: str, error: Exception) -> Exception:
         if isinstance(error, exceptions.NotFound):
@@ -87,8 +86,10 @@ class _GCSClient(Backend):
         if isinstance(error, exceptions.GoogleAPICallError):
             code = int(error.code or 0)
             if code in (429, 408) or code >= 500:
+                headers = getattr(getattr(error, 'response', None), 'headers', None)
                 return TransientError(f'{redact(url)}: GCS answered {code}',
-                                      throttled=code in (429, 503))
+                                      retry_after=retry_after(headers),
+                                      throttled=code in THROTTLED_STATUSES)
         return error
 
     def stat(self, url: str, *, timeout: float) -> ObjectInfo:
@@ -113,7 +114,7 @@ class _GCSClient(Backend):
         headers = {'Accept-Encoding': 'gzip'}  # The stored bytes, never transcoded.
         ranged = bool(start or end is not None)
         if ranged:
-            headers['Range'] = f'bytes={start}-{"" if end is None else end - 1}'
+            headers['Range'] = byte_range(start, end)
         try:
             response = client._http.get(media, headers=headers, stream=True,
                                         timeout=(min(timeout, 60.0), timeout))

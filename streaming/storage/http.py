@@ -9,53 +9,18 @@ possible over plain HTTP.
 from __future__ import annotations
 
 import os
-import threading
-from typing import Any, Iterator
+from typing import Any
 
 import urllib3
 
+from streaming.storage.backend import Backend
+from streaming.storage.clients import ClientCache
 from streaming.storage.errors import TransientError
-from streaming.storage.registry import Backend, ObjectInfo, Response, object_size
+from streaming.storage.objects import ObjectInfo, Response
 from streaming.storage.secrets import redact
+from streaming.storage.transport import body_chunks, byte_range, object_size, status_error
 
 __all__ = ['HTTPBackend', 'status_error']
-
-_CHUNK = 256 << 10
-
-
-def body_chunks(url: str, response: Any) -> Iterator[bytes]:
-    """The body of a streamed requests-style response (``.raw`` is urllib3), chunk by chunk.
-
-    A failure mid-body is a ``TransientError`` naming the URL (secrets redacted), so the
-    download layer retries it; the response is closed however the iteration ends.
-    """
-    try:
-        yield from response.raw.stream(_CHUNK, decode_content=False)
-    except Exception as error:
-        raise TransientError(f'{redact(url)}: {redact(error)}') from None
-    finally:
-        response.close()
-
-
-def status_error(url: str, status: int, headers: Any, service: str = 'HTTP') -> Exception:
-    """The exception for an unsuccessful HTTP status: missing, denied, or worth retrying."""
-    where = redact(url)
-    if status == 404 or status == 410:
-        return FileNotFoundError(f'{where}: no such object ({service} {status}).')
-    if status in (401, 403):
-        return PermissionError(f'{where}: access denied ({service} {status}); check the '
-                               f'credentials.')
-    retry_after = headers.get('Retry-After') if headers is not None else None
-    try:
-        delay = float(retry_after) if retry_after is not None else None
-    except ValueError:
-        delay = None
-    if status == 412:
-        return TransientError(f'{where} changed during the download ({service} 412).')
-    if status in (408, 425, 429) or status >= 500:
-        return TransientError(f'{where}: {service} answered {status}', retry_after=delay,
-                              throttled=status in (429, 503))
-    return ValueError(f'{where}: unexpected {service} status {status}.')
 
 
 class HTTPBackend(Backend):
@@ -65,16 +30,11 @@ class HTTPBackend(Backend):
 
     def __init__(self, headers: dict[str, str] | None = None) -> None:
         self._headers = dict(headers or {})
-        self._pool: Any = None
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
+        self._pools: ClientCache[None, Any] = ClientCache(
+            lambda _: urllib3.PoolManager(maxsize=32, retries=False))
 
     def _manager(self) -> Any:
-        if self._pool is None or self._pid != os.getpid():
-            with self._lock:
-                self._pool = urllib3.PoolManager(maxsize=32, retries=False)
-                self._pid = os.getpid()
-        return self._pool
+        return self._pools.get(None)
 
     def headers(self, url: str) -> dict[str, str]:
         """Headers for a request to ``url`` (auth, user agent)."""
@@ -112,7 +72,7 @@ class HTTPBackend(Backend):
         headers = self.headers(url)
         ranged = bool(start or end is not None)
         if ranged:
-            headers['Range'] = f'bytes={start}-{"" if end is None else end - 1}'
+            headers['Range'] = byte_range(start, end)
         if etag:
             headers['If-Match'] = etag
         response = self._request('GET', url, timeout, headers)
@@ -125,16 +85,7 @@ class HTTPBackend(Backend):
         total = object_size(response.headers.get('Content-Range'),
                             response.headers.get('Content-Length'), ranged)
         return Response(ObjectInfo(total, response.headers.get('ETag')),
-                        self._chunks(url, response))
-
-    @staticmethod
-    def _chunks(url: str, response: Any) -> Iterator[bytes]:
-        try:
-            yield from response.stream(_CHUNK, decode_content=False)
-        except urllib3.exceptions.HTTPError as error:
-            raise TransientError(f'{redact(url)}: {redact(error)}') from None
-        finally:
-            response.release_conn()
+                        body_chunks(url, response))
 
     def upload(self, local_path: str, url: str) -> None:
         raise NotImplementedError(f'{redact(url)}: http(s):// remotes are read-only.')

@@ -8,7 +8,8 @@ from typing import Iterator
 from urllib.parse import unquote, urlparse
 
 from streaming.fileio import atomic_open
-from streaming.storage.registry import Backend, ObjectInfo, Response
+from streaming.storage.backend import Backend
+from streaming.storage.objects import ObjectInfo, Response
 
 __all__ = ['LocalBackend', 'local_path']
 

@@ -9,16 +9,17 @@ endpoint. The SDK's retry strategy is off: the shared layer retries.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 from urllib.parse import urlparse
 
 import oci
 
+from streaming.storage.backend import Backend
+from streaming.storage.clients import ClientCache
 from streaming.storage.errors import TransientError
-from streaming.storage.http import body_chunks, status_error
-from streaming.storage.registry import Backend, ObjectInfo, Response, object_size
+from streaming.storage.objects import ObjectInfo, Response
 from streaming.storage.secrets import redact
+from streaming.storage.transport import body_chunks, byte_range, object_size, status_error
 
 __all__ = ['OCIBackend', 'split_oci_url']
 
@@ -38,29 +39,24 @@ class OCIBackend(Backend):
     scheme = 'oci'
 
     def __init__(self) -> None:
-        self._clients: dict[float, Any] = {}
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
+        self._clients: ClientCache[float, Any] = ClientCache(self._make_client)
 
     def _client(self, timeout: float) -> Any:
-        if self._pid != os.getpid():
-            self._clients, self._pid, self._lock = {}, os.getpid(), threading.Lock()
-        client = self._clients.get(float(timeout))
-        if client is None:
-            with self._lock:
-                path = os.environ.get('OCI_CONFIG_FILE') or \
-                    os.environ.get('OCI_CLI_CONFIG_FILE') or oci.config.DEFAULT_LOCATION
-                profile = os.environ.get('OCI_CONFIG_PROFILE') or \
-                    os.environ.get('OCI_CLI_PROFILE') or 'DEFAULT'
-                config = oci.config.from_file(file_location=path, profile_name=profile)
-                kwargs: dict[str, Any] = {'timeout': (min(timeout, 60.0), timeout),
-                                          'retry_strategy': oci.retry.NoneRetryStrategy()}
-                endpoint = os.environ.get('OCI_SERVICE_ENDPOINT')
-                if endpoint:
-                    kwargs['service_endpoint'] = endpoint
-                client = oci.object_storage.ObjectStorageClient(config, **kwargs)
-                self._clients[float(timeout)] = client
-        return client
+        return self._clients.get(float(timeout))
+
+    @staticmethod
+    def _make_client(timeout: float) -> Any:
+        path = os.environ.get('OCI_CONFIG_FILE') or os.environ.get('OCI_CLI_CONFIG_FILE') or \
+            oci.config.DEFAULT_LOCATION
+        profile = os.environ.get('OCI_CONFIG_PROFILE') or os.environ.get('OCI_CLI_PROFILE') or \
+            'DEFAULT'
+        config = oci.config.from_file(file_location=path, profile_name=profile)
+        kwargs: dict[str, Any] = {'timeout': (min(timeout, 60.0), timeout),
+                                  'retry_strategy': oci.retry.NoneRetryStrategy()}
+        endpoint = os.environ.get('OCI_SERVICE_ENDPOINT')
+        if endpoint:
+            kwargs['service_endpoint'] = endpoint
+        return oci.object_storage.ObjectStorageClient(config, **kwargs)
 
     def _translate(self, url: str, error: Exception) -> Exception:
         if isinstance(error, oci.exceptions.ServiceError):
@@ -83,7 +79,7 @@ class OCIBackend(Backend):
         bucket, namespace, name = split_oci_url(url)
         kwargs: dict[str, Any] = {}
         if start or end is not None:
-            kwargs['range'] = f'bytes={start}-{"" if end is None else end - 1}'
+            kwargs['range'] = byte_range(start, end)
         if etag:
             kwargs['if_match'] = etag
         try:

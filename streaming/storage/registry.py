@@ -1,4 +1,4 @@
-"""The scheme -> backend registry, and the ``Backend`` base class.
+"""The scheme -> backend registry.
 
 Backends are imported on first use of their scheme, so ``import streaming`` never imports a
 cloud SDK. Third parties add schemes with ``register_backend`` or through the entry-point group
@@ -10,94 +10,14 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 from urllib.parse import urlparse
 
 from streaming.storage.errors import MissingDependencyError
+from streaming.storage.objects import ObjectInfo, ObjectStore, Response
 
-__all__ = ['Backend', 'ObjectInfo', 'Response', 'get_backend', 'is_remote_url', 'object_size',
-           'parse_url', 'register_backend', 'split_bucket_key']
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    """What a remote object is: its size in bytes and a version tag (ETag) when known."""
-
-    size: int | None
-    etag: str | None = None
-
-
-def object_size(content_range: str | None, content_length: str | None,
-                ranged: bool) -> int | None:
-    """The whole object's size from a GET's headers.
-
-    It is the total after the slash in ``Content-Range``; a whole-object GET may give only
-    ``Content-Length``. None when neither tells.
-    """
-    total = (content_range or '').rpartition('/')[2]
-    if total.isdigit():
-        return int(total)
-    if not ranged and content_length:
-        return int(content_length)
-    return None
-
-
-@dataclass
-class Response:
-    """An open GET: what was returned and an iterator over the body's chunks."""
-
-    info: ObjectInfo
-    chunks: Iterator[bytes]
-
-
-class Backend:
-    """An object store reached through URLs of one scheme.
-
-    A backend implements the raw, single-attempt operations: ``read`` (a streamed, optionally
-    ranged GET), ``stat``, ``upload`` and ``list``. Retries, timeouts, atomic writes, ranged
-    parallel downloads, resume and checksum re-downloads are shared: ``download`` (below) and
-    :func:`streaming.storage.download.download_file` build them on ``read`` and ``stat``.
-
-    A backend that cannot stream may instead override ``download`` to fetch a whole file in one
-    attempt; the shared layer then wraps that with the same retries, timeout and atomic rename.
-    """
-
-    scheme: str = ''
-
-    def read(self, url: str, start: int = 0, end: int | None = None, *, timeout: float,
-             etag: str | None = None) -> Response:
-        """GET bytes ``[start, end)`` of ``url`` (to the end if ``end`` is None).
-
-        ``etag``, when given, must match or the call fails (the object changed). Raises
-        FileNotFoundError for a missing object and PermissionError when access is denied.
-        """
-        raise NotImplementedError
-
-    def stat(self, url: str, *, timeout: float) -> ObjectInfo:
-        """Size and ETag of ``url``; FileNotFoundError if missing."""
-        raise NotImplementedError
-
-    def upload(self, local_path: str, url: str) -> None:
-        """Send one local file to ``url`` (a single attempt; callers retry)."""
-        raise NotImplementedError
-
-    def list(self, url: str) -> list[str]:
-        """URLs of the objects under ``url`` (a prefix)."""
-        raise NotImplementedError
-
-    def download(self, url: str, local_path: str, timeout: float | None = None) -> None:
-        """Fetch ``url`` to ``local_path`` atomically, with the default retries and timeout."""
-        from streaming.storage.download import download_streamed
-        download_streamed(self, url, local_path, timeout=60.0 if timeout is None else timeout)
-
-    @property
-    def streams(self) -> bool:
-        """Whether downloads go through ``read`` (else through an overridden ``download``)."""
-        return type(self).download is Backend.download and type(self).read is not Backend.read
-
-    def __repr__(self) -> str:
-        return f'{type(self).__name__}(scheme={self.scheme!r})'
+__all__ = ['ObjectInfo', 'Response', 'get_backend', 'is_remote_url', 'parse_url',
+           'register_backend', 'split_bucket_key']
 
 
 def split_bucket_key(url: str) -> tuple[str, str]:
@@ -123,12 +43,12 @@ _BUILTIN: dict[str, tuple[str, str, str | None]] = {
 }
 # Schemes users may know from the reference that have no backend here.
 _PLANNED = {'dbfs': None, 'sftp': None, 'alipan': None}
-_custom: dict[str, Callable[[], Backend]] = {}
-_instances: dict[str, Backend] = {}
+_custom: dict[str, Callable[[], ObjectStore]] = {}
+_instances: dict[str, ObjectStore] = {}
 _lock = threading.Lock()
 
 
-def register_backend(scheme: str, factory: Callable[[], Backend] | None) -> None:
+def register_backend(scheme: str, factory: Callable[[], ObjectStore] | None) -> None:
     """Make URLs of ``scheme`` use the backend built by ``factory`` (overrides built-ins).
 
     ``None`` removes a registration.
@@ -154,7 +74,7 @@ def is_remote_url(url: str) -> bool:
     return parse_url(url)[0] != ''
 
 
-def _entry_point(scheme: str) -> Callable[[], Backend] | None:
+def _entry_point(scheme: str) -> Callable[[], ObjectStore] | None:
     from importlib.metadata import entry_points
     for ep in entry_points(group='streaming.backends'):
         if ep.name == scheme:
@@ -162,7 +82,7 @@ def _entry_point(scheme: str) -> Callable[[], Backend] | None:
     return None
 
 
-def _builtin(scheme: str, url: str) -> Callable[[], Backend]:
+def _builtin(scheme: str, url: str) -> Callable[[], ObjectStore]:
     module, name, extra = _BUILTIN[scheme]
     try:
         return getattr(importlib.import_module(module), name)
@@ -173,7 +93,7 @@ def _builtin(scheme: str, url: str) -> Callable[[], Backend]:
             f'install it with: pip install "shardflow[{extra}]"') from error
 
 
-def get_backend(url: str) -> Backend:
+def get_backend(url: str) -> ObjectStore:
     """The backend that serves ``url``, created once per scheme (per process)."""
     scheme, _ = parse_url(url)
     backend = _instances.get(scheme)

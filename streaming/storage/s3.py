@@ -17,7 +17,6 @@ boto3's own retries are off: the shared download layer and the uploader retry, s
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Iterator
 
 import boto3
@@ -26,9 +25,14 @@ from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from streaming.storage.backend import Backend
+from streaming.storage.clients import ClientCache
 from streaming.storage.errors import TransientError
-from streaming.storage.registry import Backend, ObjectInfo, Response, split_bucket_key
+from streaming.storage.objects import ObjectInfo, Response
+from streaming.storage.registry import split_bucket_key
+from streaming.storage.retry import THROTTLED_STATUSES, retry_after
 from streaming.storage.secrets import redact
+from streaming.storage.transport import CHUNK_SIZE, byte_range, object_size
 
 __all__ = ['S3Backend']
 
@@ -37,20 +41,10 @@ _DENIED = {'403', '401', 'AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNot
            'AllAccessDisabled', 'ExpiredToken', 'InvalidToken'}
 _THROTTLED = {'429', '503', 'SlowDown', 'Throttling', 'ThrottlingException', 'RequestLimitExceeded',
               'TooManyRequests', 'ServiceUnavailable'}
-_CHUNK = 256 << 10
 
 
 def _truthy(value: str | None) -> bool:
     return (value or '').strip().lower() in ('1', 'true', 'yes', 'on')
-
-
-def _total_size(response: dict[str, Any]) -> int | None:
-    content_range = response.get('ContentRange')
-    if content_range and '/' in content_range:
-        total = content_range.rsplit('/', 1)[1]
-        return int(total) if total.isdigit() else None
-    length = response.get('ContentLength')
-    return int(length) if length is not None else None
 
 
 class S3Backend(Backend):
@@ -62,9 +56,8 @@ class S3Backend(Backend):
                         'and the bucket policy')
 
     def __init__(self) -> None:
-        self._clients: dict[tuple[float, bool], Any] = {}
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._clients: ClientCache[tuple[float, bool], Any] = ClientCache(
+            lambda key: self._make_client(*key))
         self._unsigned: bool | None = None
 
     # ---- clients ----------------------------------------------------------------------------
@@ -79,18 +72,7 @@ class S3Backend(Backend):
         return split_bucket_key(url)
 
     def _client(self, timeout: float, upload: bool = False) -> Any:
-        if os.getpid() != self._pid:  # Clients do not survive a fork.
-            self._clients, self._lock, self._pid = {}, threading.Lock(), os.getpid()
-        key = (float(timeout), upload)
-        client = self._clients.get(key)
-        if client is not None:
-            return client
-        with self._lock:
-            client = self._clients.get(key)
-            if client is None:
-                client = self._make_client(timeout, upload)
-                self._clients[key] = client
-            return client
+        return self._clients.get((float(timeout), upload))
 
     def _make_client(self, timeout: float, upload: bool) -> Any:
         session = boto3.session.Session(**self.session_kwargs())
@@ -124,15 +106,10 @@ class S3Backend(Backend):
                                    f'{self.credentials_hint}.')
         if code in ('PreconditionFailed', '412'):
             return TransientError(f'{where} changed during the download (ETag mismatch).')
-        headers = meta.get('HTTPHeaders', {}) or {}
-        retry_after = headers.get('retry-after')
-        try:
-            delay = float(retry_after) if retry_after is not None else None
-        except ValueError:
-            delay = None
         return TransientError(f'{where}: {self.service} answered {status} {code}',
-                              retry_after=delay, throttled=code in _THROTTLED or status in
-                              ('429', '503'))
+                              retry_after=retry_after(meta.get('HTTPHeaders')),
+                              throttled=code in _THROTTLED or
+                              status in {str(s) for s in THROTTLED_STATUSES})
 
     # ---- operations -------------------------------------------------------------------------
     def stat(self, url: str, *, timeout: float) -> ObjectInfo:
@@ -149,7 +126,7 @@ class S3Backend(Backend):
         bucket, key = self.bucket_key(url)
         kwargs: dict[str, Any] = {'Bucket': bucket, 'Key': key, **self._payer(bucket)}
         if start or end is not None:
-            kwargs['Range'] = f'bytes={start}-{"" if end is None else end - 1}'
+            kwargs['Range'] = byte_range(start, end)
         if etag:
             kwargs['IfMatch'] = etag
         try:
@@ -157,14 +134,17 @@ class S3Backend(Backend):
         except Exception as error:
             raise self._translate(url, error) from None
         body = response['Body']
-        info = ObjectInfo(_total_size(response), response.get('ETag'))
+        length = response.get('ContentLength')
+        total = object_size(response.get('ContentRange'),
+                            None if length is None else str(length), False)
+        info = ObjectInfo(total, response.get('ETag'))
         return Response(info, self._chunks(url, body))
 
     def _chunks(self, url: str, body: Any) -> Iterator[bytes]:
         try:
             while True:
                 try:
-                    data = body.read(_CHUNK)
+                    data = body.read(CHUNK_SIZE)
                 except Exception as error:
                     raise self._translate(url, error) from error
                 if not data:

@@ -2,66 +2,45 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import random
 import shutil
 import tempfile
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from streaming.storage.errors import MissingDependencyError, TransientError, UploadError
+from streaming.storage.errors import UploadError
 from streaming.storage.registry import get_backend, is_remote_url
+from streaming.storage.retry import RetriesExhausted, RetryPolicy, call_with_retries, describe
 from streaming.storage.secrets import redact
 
 __all__ = ['Uploader', 'upload_file']
-
-logger = logging.getLogger(__name__)
 
 
 def _join(url: str, basename: str) -> str:
     return url.rstrip('/') + '/' + basename if is_remote_url(url) else os.path.join(url, basename)
 
 
-def _fatal(error: BaseException) -> bool:
-    if isinstance(error, TransientError):
-        return False
-    return isinstance(error, (FileNotFoundError, PermissionError, NotImplementedError,
-                              MissingDependencyError, ValueError, TypeError, IsADirectoryError))
-
-
 def upload_file(local_path: str, url: str, retries: int = 2, backoff: float | None = None,
                 ) -> None:
-    """Send ``local_path`` to ``url``, retrying with exponential backoff and jitter.
+    """Send ``local_path`` to ``url``, retrying with the shared policy (``retry.RetryPolicy``).
 
-    ``retries`` extra attempts follow a failed one (delays as for downloads, see
-    ``DownloadConfig``); the final error names the URL and the cause.
+    ``retries`` extra attempts follow a failed one, with exponential backoff and jitter starting
+    at ``backoff`` seconds (default ``STREAMING_DOWNLOAD_BACKOFF``) and honouring
+    ``Retry-After``; the final ``UploadError`` names the URL and the cause. Errors another
+    attempt cannot fix (missing file, denied access, ...) are raised at once.
     """
-    from streaming.storage.download import DownloadConfig
-    config = DownloadConfig.from_env()
-    backoff = config.backoff if backoff is None else backoff
+    policy = RetryPolicy.from_env()
+    if backoff is not None:
+        policy = RetryPolicy(backoff, policy.backoff_max)
     backend = get_backend(url)
-    attempts = retries + 1
-    for attempt in range(attempts):
-        try:
-            backend.upload(local_path, url)
-            return
-        except Exception as error:
-            if _fatal(error):
-                raise
-            cause = redact(f'{type(error).__name__}: {error}')
-            if attempt + 1 == attempts:
-                raise UploadError(f'Uploading {local_path} to {redact(url)} failed after '
-                                  f'{attempts} attempt(s); last error: {cause}') from error
-            delay = min(config.backoff_max, backoff * 2**attempt) * random.uniform(0.5, 1.0)
-            retry_after = getattr(error, 'retry_after', None)
-            if retry_after:
-                delay = max(delay, min(float(retry_after), 60.0))
-            logger.warning('Upload attempt %d of %d to %s failed (%s); retrying in %.1fs.',
-                           attempt + 1, attempts, redact(url), cause, delay)
-            time.sleep(delay)
+    try:
+        call_with_retries(lambda: backend.upload(local_path, url), retries=retries,
+                          policy=policy, what=f'Upload of {local_path} to {url}')
+    except RetriesExhausted as failed:
+        raise UploadError(f'Uploading {local_path} to {redact(url)} failed after '
+                          f'{failed.attempts} attempt(s); last error: {describe(failed.last)}'
+                          ) from failed.last
 
 
 class Uploader:

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from streaming.storage import (
+    Backend,
     CorruptDownloadError,
     DiskFullError,
     DownloadConfig,
@@ -29,7 +30,6 @@ from streaming.storage import (
     register_backend,
 )
 from streaming.storage.download import hash_check
-from streaming.storage.registry import Backend
 from tests.storage import servers
 from tests.storage.conftest import s3_env
 
