@@ -1,4 +1,7 @@
-"""The scheme registry: lazy SDK imports, missing-extra errors, entry points; secret scrubbing."""
+"""The scheme registry: lazy SDK imports, missing-extra errors; secret scrubbing.
+
+Entry-point backends: tests/storage/test_extending_backend.py (as docs/extending/backend.md says).
+"""
 
 from __future__ import annotations
 
@@ -55,29 +58,6 @@ def test_a_missing_sdk_names_the_extra_to_install(scheme, module, extra) -> None
     assert 'MissingDependencyError' in result.stdout
     assert f'pip install "shardflow[{extra}]"' in result.stdout or \
         f"shardflow[{extra}]" in result.stdout, result.stdout
-
-
-def test_entry_point_backends_are_found(tmp_path) -> None:
-    site = tmp_path / 'site'
-    (site / 'myplugin').mkdir(parents=True)
-    (site / 'myplugin' / '__init__.py').write_text(textwrap.dedent('''
-        from streaming.storage.local import LocalBackend
-
-        class MemBackend(LocalBackend):
-            scheme = 'mem'
-    '''))
-    dist = site / 'myplugin-1.0.dist-info'
-    dist.mkdir()
-    (dist / 'METADATA').write_text('Metadata-Version: 2.1\nName: myplugin\nVersion: 1.0\n')
-    (dist / 'entry_points.txt').write_text('[streaming.backends]\nmem = myplugin:MemBackend\n')
-    result = _python(f'''
-        import sys
-        sys.path.insert(0, {str(site)!r})
-        from streaming.storage import get_backend
-        print(type(get_backend('mem://x')).__name__)
-    ''')
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == 'MemBackend'
 
 
 def test_unknown_scheme_lists_the_supported_ones() -> None:
