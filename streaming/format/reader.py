@@ -19,7 +19,8 @@ from streaming.format.compression import decompress_file
 from streaming.format.index import FileInfo
 from streaming.indexing import IndexingMixin
 
-__all__ = ['Reader', 'JointReader', 'SplitReader', 'FileInfo']
+__all__ = ['Reader', 'SingleFileShardReader', 'DataMetaShardReader', 'JointReader', 'SplitReader',
+           'FileInfo']
 
 _PAIR = struct.Struct('<II')  # (begin, end) of one sample in an offset table.
 
@@ -46,7 +47,13 @@ def check_offsets(path: str, offsets: np.ndarray, begin: int, end: int) -> None:
 
 
 class Reader(IndexingMixin):
-    """One shard of a dataset directory (``dirname/split``)."""
+    """One shard of a dataset directory (``dirname/split``).
+
+    ``file_keys`` names the keys of an index entry that describe this kind of shard's files
+    (raw and compressed forms); index validation and ``merge_index`` read it.
+    """
+
+    file_keys: tuple[str, ...] = ()
 
     def __init__(self, dirname: str, split: str | None, compression: str | None,
                  hashes: list[str], samples: int, size_limit: int | str | None) -> None:
@@ -152,8 +159,10 @@ class Reader(IndexingMixin):
                                  f'is corrupt.') from error
 
 
-class JointReader(Reader):
-    """A shard that is one file holding its own offset table."""
+class SingleFileShardReader(Reader):
+    """A shard that is one file holding its own offset table in a header."""
+
+    file_keys = ('raw_data', 'zip_data')
 
     def __init__(self, dirname: str, split: str | None, compression: str | None,
                  hashes: list[str], raw_data: FileInfo, samples: int,
@@ -164,8 +173,10 @@ class JointReader(Reader):
         self.file_pairs = [(raw_data, zip_data)]
 
 
-class SplitReader(Reader):
-    """A shard with a data file and a ``.meta`` file holding the offsets into it."""
+class DataMetaShardReader(Reader):
+    """A shard with a data file and a separate ``.meta`` file holding the offsets into it."""
+
+    file_keys = ('raw_data', 'zip_data', 'raw_meta', 'zip_meta')
 
     def __init__(self, dirname: str, split: str | None, compression: str | None,
                  hashes: list[str], raw_data: FileInfo, raw_meta: FileInfo, samples: int,
@@ -193,3 +204,8 @@ class SplitReader(Reader):
         begin, end = _PAIR.unpack_from(maps[0], 4 + 4 * idx)
         return maps[1][begin:end]
 
+
+
+# The reference's names.
+JointReader = SingleFileShardReader
+SplitReader = DataMetaShardReader

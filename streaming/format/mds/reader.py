@@ -12,7 +12,7 @@ import numpy as np
 from streaming.errors import ShardFileError
 from streaming.format.index import FileInfo
 from streaming.format.mds.encodings import get_coder
-from streaming.format.reader import _PAIR, JointReader, check_offsets
+from streaming.format.reader import _PAIR, SingleFileShardReader, check_offsets
 
 __all__ = ['MDSReader']
 
@@ -30,7 +30,7 @@ def _decode_plan(names: tuple[str, ...], encodings: tuple[str, ...],
     return plan, struct.Struct(f'<{sum(s is None for s in sizes)}I')
 
 
-class MDSReader(JointReader):
+class MDSReader(SingleFileShardReader):
     """One MDS shard: a header (count, offsets, config JSON) followed by the samples."""
 
     def __init__(self, dirname: str, split: str | None, column_encodings: list[str],
