@@ -75,7 +75,7 @@ class Writer:
             self._progress = tqdm(desc='Writing shards', unit='sample', leave=False)
         self.shard_id = 0
         self._finished = False
-        self._reset_cache()
+        self._start_shard()
 
     def open_output(self, out: Any) -> str:
         """Prepare the output and return the local directory shard files go to.
@@ -96,6 +96,7 @@ class Writer:
                 'hashes': self.hashes, 'size_limit': self.size_limit}
 
     def encode_sample(self, sample: dict[str, Any]) -> bytes:
+        """The bytes of one sample; raise naming the column at fault for a bad value."""
         raise NotImplementedError
 
     def encode_shard(self, shard_id: int, samples: list[bytes]) -> list[tuple[str, bytes]]:
@@ -103,10 +104,12 @@ class Writer:
         raise NotImplementedError
 
     def shard_entry(self, samples: int, files: list[tuple[FileInfo, FileInfo | None]]) -> dict:
+        """The index entry of one shard, given its (raw, compressed) files in encode order."""
         raise NotImplementedError
 
     # ---- writing -----------------------------------------------------------------------------
-    def _reset_cache(self) -> None:
+    def _start_shard(self) -> None:
+        """Empty the buffer of the shard being filled (its fixed overhead counts already)."""
         self.new_samples: list[bytes] = []
         self.new_shard_size = self.extra_bytes_per_shard
 
@@ -132,7 +135,7 @@ class Writer:
             return
         samples, shard_id = self.new_samples, self.shard_id
         self.shard_id += 1
-        self._reset_cache()
+        self._start_shard()
         files = self.encode_shard(shard_id, samples)
         self._pending.append(self._pool.submit(self._finish_shard, len(samples), files))
         if self._progress is not None:
@@ -225,7 +228,7 @@ class SingleFileShardWriter(Writer):
         self.config_data = json.dumps(self.get_config(), sort_keys=True).encode('utf-8')
         # count + final offset + config; each sample adds its own offset.
         self.extra_bytes_per_shard = 4 + 4 + len(self.config_data)
-        self._reset_cache()
+        self._start_shard()
 
     def encode_shard(self, shard_id: int, samples: list[bytes]) -> list[tuple[str, bytes]]:
         count = np.uint32(len(samples)).tobytes()
