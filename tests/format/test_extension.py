@@ -83,3 +83,18 @@ def test_unknown_format_names_the_registered_ones(scratch: str) -> None:
         json.dump({'version': 2, 'shards': [entry]}, f)
     with pytest.raises(IndexFileError, match=r"unknown shard format 'nope'.*'mds'"):
         load_index(os.path.join('bad', 'index.json'))
+
+
+def test_reference_readers_table_is_a_view_of_the_registry(scratch: str) -> None:
+    import textformat
+
+    from streaming.base.format import _readers
+    from streaming.format.mds import MDSReader
+    assert _readers['mds'] is MDSReader and set(_readers) == set(get_formats())
+    _readers['txt2'] = textformat.TextReader  # How the reference let users add a reader.
+    try:
+        assert get_format('txt2').reader is textformat.TextReader
+        assert get_format('txt2').file_keys == ('raw_data', 'zip_data')
+    finally:
+        del _readers['txt2']
+    assert 'txt2' not in _readers and 'txt2' not in get_formats()
