@@ -10,11 +10,7 @@ way, in their packages' ``__init__``. See ``docs/extending/format.md`` for a wor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
-
-if TYPE_CHECKING:  # Only for annotations: the readers and writers import this module's users.
-    from streaming.format.reader import Reader
-    from streaming.format.writer import Writer
+from typing import Any, Callable, Mapping
 
 __all__ = ['ShardFormat', 'register_format', 'unregister_format', 'get_format', 'get_formats',
            'unsafe_encodings']
@@ -26,9 +22,10 @@ EntryCheck = Callable[[str, Mapping[str, Any]], None]
 class ShardFormat:
     """One registered shard format.
 
-    ``reader`` is built from an index entry's keys (its ``__init__`` parameters, after
-    ``dirname`` and ``split``); ``writer`` (optional) writes shards of the format. ``file_keys``
-    are the entry's keys describing the shard's files (``raw_*`` required, ``zip_*`` null unless
+    ``reader``, a ``streaming.format.reader.Reader`` subclass, is built from an index entry's keys
+    (its ``__init__`` parameters after ``dirname`` and ``split``); ``writer`` (optional) writes
+    shards of the format. (This module imports neither: they sit above it.) ``file_keys`` are
+    the entry's keys describing the shard's files (``raw_*`` required, ``zip_*`` null unless
     compressed); ``required_keys`` maps other keys every entry must have to their type.
     ``check_entry(where, entry)`` raises ``IndexFileError`` for what types alone cannot catch;
     ``unsafe_encodings(entry)`` lists the entry's column encodings whose decoding can run
@@ -36,8 +33,8 @@ class ShardFormat:
     """
 
     name: str
-    reader: type[Reader]
-    writer: type[Writer] | None = None
+    reader: type
+    writer: type | None = None
     file_keys: tuple[str, ...] = ()
     required_keys: Mapping[str, type] = field(default_factory=dict)
     check_entry: EntryCheck | None = None
@@ -47,7 +44,7 @@ class ShardFormat:
 _formats: dict[str, ShardFormat] = {}
 
 
-def register_format(name: str, *, reader: type[Reader], writer: type[Writer] | None = None,
+def register_format(name: str, *, reader: type, writer: type | None = None,
                     file_keys: tuple[str, ...] | None = None,
                     required_keys: Mapping[str, type] | None = None,
                     check_entry: EntryCheck | None = None,
