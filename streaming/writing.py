@@ -57,7 +57,15 @@ class UploadingWriter(Writer):
                                  progress_bar=args['progress_bar'])
         self.keep_local = args['keep_local']
         self.remote = self.uploader.remote
-        self.on_file_done = self.uploader.upload_file
+        given = self.on_file_done  # A hook given by the caller runs after each upload.
+        upload = self.uploader.upload_file
+
+        def upload_then_call(basename: str) -> None:
+            upload(basename)
+            if given is not None:
+                given(basename)
+
+        self.on_file_done = upload_then_call
         return self.uploader.local
 
     def finish(self) -> None:

@@ -61,3 +61,18 @@ def test_public_writer_uploads_to_a_local_remote(tmp_path: Any) -> None:
             writer.write({'x': i})
     assert not os.path.exists(staging)  # Not kept: the staging copies are gone.
     assert [LocalDataset(remote)[i]['x'] for i in range(40)] == list(range(40))
+
+
+def test_uploading_writer_keeps_a_given_hook(tmp_path: Any) -> None:
+    from streaming.writing import UploadingWriter
+
+    class HookedJSONWriter(UploadingWriter, LocalJSONWriter):
+        pass
+
+    remote = str(tmp_path / 'remote')
+    seen = []
+    with HookedJSONWriter(out=(str(tmp_path / 'staging'), remote), columns={'x': 'int'},
+                          keep_local=True, on_file_done=seen.append) as writer:
+        writer.write({'x': 1})
+    assert seen == ['shard.00000.json.meta', 'shard.00000.json', 'index.json']
+    assert sorted(os.listdir(remote)) == sorted(seen)  # Each was uploaded before the hook ran.
