@@ -4,7 +4,8 @@ An index entry's ``"format"`` names a registered format. Registering a format on
 ``register_format``, is all it takes for index validation (``load_index``), for
 ``reader_from_json`` (and so ``LocalDataset`` and ``StreamingDataset``) and for ``merge_index`` to
 handle its shards. The built-in formats (mds, json, csv, tsv, xsv) register themselves the same
-way, in their packages' ``__init__``. See ``docs/extending/format.md`` for a worked example.
+way, in their packages' ``__init__``; installed plugins may instead declare an entry point in the
+group ``streaming.formats``. See ``docs/extending/format.md`` for a worked example.
 """
 
 from __future__ import annotations
@@ -86,11 +87,28 @@ def unregister_format(name: str) -> None:
 
 
 def get_format(name: str) -> ShardFormat:
-    """The registered format ``name``; ``KeyError`` naming the known ones if there is none."""
-    try:
-        return _formats[name]
-    except (KeyError, TypeError):
-        raise KeyError(f'unknown shard format {name!r}; expected one of {get_formats()}') from None
+    """The registered format ``name``; ``KeyError`` naming the known ones if there is none.
+
+    A name not registered yet is looked up in the entry-point group ``streaming.formats``
+    (name = format, value = a module whose import registers it, or a function that does), so an
+    installed plugin works without being imported first.
+    """
+    shard_format = _formats.get(name) if isinstance(name, str) else None
+    if shard_format is None and isinstance(name, str):
+        shard_format = _from_entry_point(name)
+    if shard_format is None:
+        raise KeyError(f'unknown shard format {name!r}; expected one of {get_formats()}')
+    return shard_format
+
+
+def _from_entry_point(name: str) -> ShardFormat | None:
+    from importlib.metadata import entry_points
+    for entry_point in entry_points(group='streaming.formats', name=name):
+        loaded = entry_point.load()  # Importing the module may register the format ...
+        if name not in _formats and callable(loaded):
+            loaded()  # ... or the entry point names a function that does.
+        return _formats.get(name)
+    return None
 
 
 def get_formats() -> list[str]:

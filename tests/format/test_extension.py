@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
+import textwrap
 from typing import Any, Iterator
 
 import pytest
@@ -22,9 +24,9 @@ from streaming.format.index import load_index
 PAGE = os.path.join(os.path.dirname(__file__), '..', '..', 'docs', 'extending', 'format.md')
 
 
-def code_blocks() -> list[str]:
+def code_blocks(language: str = 'python') -> list[str]:
     with open(PAGE, encoding='utf-8') as f:
-        return re.findall(r'```python\n(.*?)```', f.read(), re.S)
+        return re.findall(rf'```{language}\n(.*?)```', f.read(), re.S)
 
 
 @pytest.fixture
@@ -98,3 +100,33 @@ def test_reference_readers_table_is_a_view_of_the_registry(scratch: str) -> None
     finally:
         del _readers['txt2']
     assert 'txt2' not in _readers and 'txt2' not in get_formats()
+
+
+def test_entry_point_registers_the_format_on_first_use(scratch: str) -> None:
+    """Step 5 of the page: an installed package's entry point, in a process that never imported
+    ``textformat``, is found when a dataset of that format is opened."""
+    toml, = code_blocks('toml')
+    assert '[project.entry-points."streaming.formats"]\ntxt = "textformat"' in toml
+    import textformat
+    with textformat.TextWriter(out='plugged', field='line') as writer:
+        writer.write({'line': 'found through the entry point'})
+    # What pip leaves for a package declaring that entry point.
+    info = os.path.join(scratch, 'textformat_plugin-1.0.dist-info')
+    os.makedirs(info)
+    with open(os.path.join(info, 'METADATA'), 'w') as f:
+        f.write('Metadata-Version: 2.1\nName: textformat-plugin\nVersion: 1.0\n')
+    with open(os.path.join(info, 'entry_points.txt'), 'w') as f:
+        f.write('[streaming.formats]\ntxt = textformat\n')
+    code = textwrap.dedent('''
+        import sys
+        from streaming import LocalDataset
+        assert 'textformat' not in sys.modules
+        print(LocalDataset('plugged')[0]['line'])
+        assert 'textformat' in sys.modules
+    ''')
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join([scratch, *sys.path])
+    out = subprocess.run([sys.executable, '-c', code], cwd=scratch, env=env, text=True,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == 'found through the entry point'
