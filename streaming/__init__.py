@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 from streaming._version import __version__
-from streaming.format import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
+from streaming.writing import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 
 __all__ = ['CSVWriter', 'JSONWriter', 'LocalDataset', 'MDSWriter', 'Stream', 'StreamingDataLoader',
            'StreamingDataset', 'TSVWriter', 'World', 'XSVWriter', '__version__']

@@ -108,10 +108,11 @@ class Stream:
 
     def get_shards(self, index: dict[str, Any], allow_unsafe_types: bool) -> list[Reader]:
         """A reader per shard of ``index``; pickled columns need ``allow_unsafe_types``."""
+        from streaming.format.registry import unsafe_encodings  # The format knows what is unsafe.
         shards = []
         for entry in index['shards']:
-            if not allow_unsafe_types and entry.get('format') == 'mds':
-                unsafe = [e for e in entry['column_encodings'] if e.partition(':')[0] == 'pkl']
+            if not allow_unsafe_types:
+                unsafe = unsafe_encodings(entry)
                 if unsafe:
                     raise ValueError(f'{self.local_dir}: column encodings {unsafe} can run '
                                      f'arbitrary code when decoded; pass '
