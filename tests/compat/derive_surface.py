@@ -17,7 +17,6 @@ import importlib.util
 import inspect
 import json
 import os
-import pkgutil
 import sys
 import types
 
@@ -57,13 +56,16 @@ def public_names(module: types.ModuleType) -> list[str]:
 
 def static_names(path: str) -> list[str]:
     """Public top-level names of a module the reference env cannot import, read from its
-    source: ``__all__`` if it is a literal, else the defined functions, classes and constants."""
+    source: ``__all__`` if it is a literal, else the defined functions, classes and constants
+    and the names imported from ``streaming`` (as ``public_names`` finds them on import)."""
     with open(path) as f:
         tree = ast.parse(f.read())
     names = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
+        elif isinstance(node, ast.ImportFrom) and (node.module or '').startswith('streaming'):
+            names.update(alias.asname or alias.name for alias in node.names)
         elif isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -73,27 +75,41 @@ def static_names(path: str) -> list[str]:
     return sorted(n for n in names if not n.startswith('_'))
 
 
+def module_names(root: str) -> list[str]:
+    """Every public module and package under the package directory ``root`` (from the files,
+    so a package that fails to import still shows its submodules)."""
+    names = []
+    for dirpath, dirnames, files in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(('_', '.')) and
+                             os.path.exists(os.path.join(dirpath, d, '__init__.py')))
+        rel = os.path.relpath(dirpath, os.path.dirname(root)).replace(os.sep, '.')
+        for name in files:
+            if name.endswith('.py') and not name.startswith('_'):
+                names.append(f'{rel}.{name[:-3]}')
+        if rel != 'streaming':
+            names.append(rel)
+    return names
+
+
 def derive() -> dict:
     import streaming
     assert streaming.__file__ and not streaming.__file__.startswith(ROOT), streaming.__file__
     modules: dict[str, list[str]] = {'streaming': public_names(streaming)}
     unimportable: dict[str, str] = {}
-    failed: list[str] = []
-    walk = pkgutil.walk_packages(streaming.__path__, 'streaming.', onerror=failed.append)
-    for info in sorted(walk, key=lambda m: m.name):
-        if info.name.rsplit('.', 1)[-1].startswith('_'):
-            continue
+    for name in sorted(module_names(streaming.__path__[0])):
         try:
-            module = importlib.import_module(info.name)
+            module = importlib.import_module(name)
         except Exception as error:  # Reported in the output: an optional SDK the env lacks.
-            unimportable[info.name] = f'{type(error).__name__}: {error}'
-            spec = importlib.util.find_spec(info.name)
-            origin = spec.origin if spec else None
-            modules[info.name] = static_names(origin) if origin else []
+            unimportable[name] = f'{type(error).__name__}: {error}'
+            spec = importlib.util.find_spec(name.rpartition('.')[0])
+            base = os.path.dirname(spec.origin) if spec and spec.origin else None
+            leaf = name.rpartition('.')[2]
+            path = os.path.join(base, leaf, '__init__.py') if base else ''
+            if base and not os.path.exists(path):
+                path = os.path.join(base, leaf + '.py')
+            modules[name] = static_names(path) if os.path.exists(path) else []
             continue
-        modules[info.name] = public_names(module)
-    for name in failed:
-        unimportable.setdefault(name, 'walk failed')
+        modules[name] = public_names(module)
     return {'version': streaming.__version__, 'modules': modules, 'unimportable': unimportable}
 
 

@@ -51,7 +51,10 @@ def test_surface_matches_the_reference_env() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
     out = subprocess.run([python, os.path.join(HERE, 'derive_surface.py')], capture_output=True,
                          text=True, env=env, cwd='/', timeout=600, check=True).stdout
-    assert json.loads(out) == _surface()
+    derived, committed = json.loads(out), _surface()
+    # Which modules import in that env depends on the SDKs installed there, not on the surface.
+    assert derived['version'] == committed['version']
+    assert derived['modules'] == committed['modules']
 
 
 def _modules() -> list[str]:
