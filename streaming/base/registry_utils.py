@@ -22,7 +22,7 @@ from streaming.registry import TypedRegistry
 __all__ = ['TypedRegistry', 'construct_from_registry', 'create_registry', 'import_file',
            'save_registry']
 
-_created: weakref.WeakSet = weakref.WeakSet()
+_created: list[weakref.ref] = []
 
 
 def create_registry(*namespace: str, generic_type: type, entry_points: bool = False,
@@ -31,7 +31,7 @@ def create_registry(*namespace: str, generic_type: type, entry_points: bool = Fa
     del generic_type  # Only a typing hint in the reference.
     registry: TypedRegistry = TypedRegistry(namespace, entry_points=entry_points,
                                             description=description)
-    _created.add(registry)
+    _created.append(weakref.ref(registry))
     return registry
 
 
@@ -85,7 +85,8 @@ def import_file(loc: str | Path) -> ModuleType:
 
 def _registries() -> list[TypedRegistry]:
     from streaming.dataset.stream import streams_registry
-    return [streams_registry, *_created]
+    alive = [ref() for ref in _created]
+    return [streams_registry, *(registry for registry in alive if registry is not None)]
 
 
 @contextlib.contextmanager

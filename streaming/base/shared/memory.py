@@ -8,6 +8,7 @@ resource tracker unlink blocks it merely attached to. This library keeps its own
 from __future__ import annotations
 
 import atexit
+import threading
 from multiprocessing import resource_tracker
 from multiprocessing.shared_memory import SharedMemory as _BuiltinSharedMemory
 from typing import Any
@@ -15,6 +16,21 @@ from typing import Any
 from streaming.base.constant import TICK
 
 __all__ = ['SharedMemory', 'TICK']
+
+
+_attach_lock = threading.Lock()
+
+
+def _attach(name: str | None) -> _BuiltinSharedMemory:
+    """Attach to an existing block without registering it with Python's resource tracker,
+    which would otherwise unlink the block when this (non-creating) process exits."""
+    with _attach_lock:
+        register = resource_tracker.register
+        resource_tracker.register = lambda *args, **kwargs: None  # type: ignore[assignment]
+        try:
+            return _BuiltinSharedMemory(name, False)
+        finally:
+            resource_tracker.register = register  # type: ignore[assignment]
 
 
 class SharedMemory:
@@ -32,16 +48,12 @@ class SharedMemory:
                 shm = _BuiltinSharedMemory(name, True, size)
                 create = True
             except FileExistsError:
-                shm = _BuiltinSharedMemory(name, False, size)
+                shm = _attach(name)
                 create = False
+        elif create:
+            shm = _BuiltinSharedMemory(name, True, size)
         else:
-            shm = _BuiltinSharedMemory(name, create, size)
-        if not create:
-            # Only the creator owns the block: stop the tracker from unlinking it at our exit.
-            try:
-                resource_tracker.unregister(shm._name, 'shared_memory')  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 - the tracker may not know it
-                pass
+            shm = _attach(name)
         self.shm = shm
         self.created = create
         (self.created_shms if create else self.opened_shms).append(shm)
