@@ -4,7 +4,6 @@ generation, shuffles, the dataset under its old paths."""
 from __future__ import annotations
 
 import multiprocessing
-import os
 import uuid
 from typing import Any
 

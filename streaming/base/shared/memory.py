@@ -22,8 +22,10 @@ _attach_lock = threading.Lock()
 
 
 def _attach(name: str | None) -> _BuiltinSharedMemory:
-    """Attach to an existing block without registering it with Python's resource tracker,
-    which would otherwise unlink the block when this (non-creating) process exits."""
+    """Attach to an existing block without registering it with Python's resource tracker.
+
+    The tracker would otherwise unlink the block when this (non-creating) process exits.
+    """
     with _attach_lock:
         register = resource_tracker.register
         resource_tracker.register = lambda *args, **kwargs: None  # type: ignore[assignment]
