@@ -21,13 +21,15 @@ SURFACE = os.path.join(HERE, 'reference_surface.json')
 NOT_PROVIDED = {
     # Owned by the converters helper (issue 11); listed here until that branch is merged.
     'streaming.base.converters': 'owned by the Spark-converter work (issue 11)',
+    'streaming.base.converters.dataframe_to_mds': 'owned by the Spark-converter work (issue 11)',
 }
 # The reference's research scripts for BERT pre-training data (Google's TensorFlow scripts and
 # LAION's pipeline): they need TensorFlow / absl / pyarrow and are not part of the library.
 RESEARCH_SCRIPTS = (
     'streaming.text.convert.enwiki.mds.create_pretraining_data',
+    'streaming.text.convert.enwiki.mds.make_train_parallel',
     'streaming.text.convert.enwiki.mds.tokenization',
-    'streaming.text.convert.enwiki.tfrecord.',
+    'streaming.text.convert.enwiki.tfrecord',
     'streaming.multimodal.convert.laion.laion400m.convert_and_upload',
 )
 
