@@ -42,8 +42,9 @@ class StreamingOutsideGIWebVid(StreamingDataset):
             local = os.path.join(self.extra_local, rel_path)
             if not os.path.exists(local):
                 remote = self.extra_remote.rstrip('/') + '/' + rel_path.lstrip('/')
-                download_file(remote, local, retries=self.download_retry,
-                              timeout=self.download_timeout)
+                stream = self.streams[0]  # Its download settings apply to the videos too.
+                download_file(remote, local, retries=stream.download_retry,
+                              timeout=stream.download_timeout)
             with open(local, 'rb') as f:
                 obj['content'] = f.read()
         return obj
