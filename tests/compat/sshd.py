@@ -64,7 +64,8 @@ def start_sshd(root: str) -> Iterator[dict[str, str]]:
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError(f'sshd did not start: {proc.stderr.read().decode()[-2000:]}')
+                raise RuntimeError(f'sshd did not start: {proc.stderr.read().decode()[-2000:]}') \
+                    from None
             time.sleep(0.05)
     try:
         yield {'port': str(port), 'user': getpass.getuser(), 'key': client_key,
