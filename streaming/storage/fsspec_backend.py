@@ -9,18 +9,16 @@ and checksums; uploads go through a temporary name and a move where the filesyst
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import fsspec
 
+from streaming.storage.chunks import handle_chunks
 from streaming.storage.errors import TransientError
 from streaming.storage.registry import Backend, ObjectInfo, Response
 from streaming.storage.secrets import redact
 
 __all__ = ['FsspecBackend']
-
-_CHUNK = 1 << 20
-
 
 def _translate(url: str, error: BaseException) -> BaseException:
     if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)):
@@ -58,23 +56,8 @@ class FsspecBackend(Backend):
             handle.seek(start)
         except Exception as error:
             raise _translate(url, error) from error
-        return Response(info, self._chunks(url, handle, start, end))
-
-    @staticmethod
-    def _chunks(url: str, handle: Any, start: int, end: int | None) -> Iterator[bytes]:
-        left = None if end is None else end - start
-        try:
-            while left is None or left > 0:
-                data = handle.read(_CHUNK if left is None else min(_CHUNK, left))
-                if not data:
-                    return
-                if left is not None:
-                    left -= len(data)
-                yield data
-        except Exception as error:
-            raise _translate(url, error) from error
-        finally:
-            handle.close()
+        return Response(info, handle_chunks(handle, start, end, (Exception,),
+                                            lambda error: _translate(url, error)))
 
     def upload(self, local_path: str, url: str) -> None:
         path = self._path(url)

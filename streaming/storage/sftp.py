@@ -20,19 +20,17 @@ import posixpath
 import stat as stat_module
 import threading
 import uuid
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import paramiko
 
+from streaming.storage.chunks import handle_chunks
 from streaming.storage.errors import TransientError
 from streaming.storage.registry import Backend, ObjectInfo, Response
 from streaming.storage.secrets import redact
 
 __all__ = ['SFTPBackend', 'parse_sftp_url']
-
-_CHUNK = 1 << 20
-
 
 def parse_sftp_url(url: str) -> tuple[str, int, str | None, str | None, str]:
     """``sftp://user:pw@host:port/path`` -> (host, port, user, password, path)."""
@@ -130,23 +128,9 @@ class SFTPBackend(Backend):
             return handle
 
         handle = self._call(url, timeout, open_at)
-        return Response(info, self._chunks(url, handle, start, end))
-
-    @staticmethod
-    def _chunks(url: str, handle: Any, start: int, end: int | None) -> Iterator[bytes]:
-        left = None if end is None else end - start
-        try:
-            while left is None or left > 0:
-                data = handle.read(_CHUNK if left is None else min(_CHUNK, left))
-                if not data:
-                    return
-                if left is not None:
-                    left -= len(data)
-                yield data
-        except (OSError, paramiko.SSHException, EOFError) as error:
-            raise _translate(url, error) from error
-        finally:
-            handle.close()
+        return Response(info, handle_chunks(handle, start, end,
+                                            (OSError, paramiko.SSHException, EOFError),
+                                            lambda error: _translate(url, error)))
 
     def upload(self, local_path: str, url: str) -> None:
         def put(sftp: paramiko.SFTPClient, path: str) -> None:
