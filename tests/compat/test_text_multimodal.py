@@ -200,3 +200,31 @@ def test_webvid_parse_duration() -> None:
         parse_duration('3 minutes')
     assert list(head(iter(range(10)), 3)) == [0, 1, 2]
     assert list(head(iter(range(3)), -1)) == [0, 1, 2]
+
+
+def test_laion_convert_and_upload(tmp_path: Any) -> None:
+    pytest.importorskip('pyarrow', reason='pyarrow (the [spark] extra) is not installed')
+    import pyarrow as pa
+    from pyarrow import parquet
+
+    from streaming import LocalDataset
+    local, remote = tmp_path / 'download', tmp_path / 'remote'
+    local.mkdir()
+    for idx in range(2):
+        rows = [{'NSFW': 'UNLIKELY', 'similarity': 0.5 + i, 'LICENSE': None,
+                 'caption': f'cap {idx}-{i}', 'url': 'u', 'key': f'{idx}{i}', 'status': 'success',
+                 'error_message': None, 'width': 16, 'height': None, 'original_width': 20,
+                 'original_height': 10, 'exif': '{}', 'jpg': bytes([idx, i])} for i in range(3)]
+        parquet.write_table(pa.Table.from_pylist(rows), local / f'{idx:05}.parquet')
+        (local / f'{idx:05}_stats.json').write_text('{}')
+    (local / 'done').write_text('')
+    run_module('streaming.multimodal.convert.laion.laion400m.convert_and_upload', '--local',
+               str(local), '--remote', str(remote), '--poll_interval', '0', '--keep_mds', '0')
+    dataset = LocalDataset(str(remote))
+    samples = [dataset[i] for i in range(len(dataset))]
+    assert [s['caption'] for s in samples] == [f'cap {idx}-{i}' for idx in range(2)
+                                               for i in range(3)]
+    first = samples[0]
+    assert (first['license'], first['error_message'], first['jpg']) == ('', '', bytes([0, 0]))
+    assert int(first['height']) == 0 and int(first['width']) == 16
+    assert sorted(os.listdir(remote)) == ['index.json', 'shard.00000.mds', 'shard.00001.mds']
