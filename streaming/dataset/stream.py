@@ -11,6 +11,7 @@ from streaming.errors import ShardFileError
 from streaming.format import Reader, reader_from_json
 from streaming.format.compression import decompress_file
 from streaming.format.index import INDEX_BASENAME, load_index
+from streaming.registry import TypedRegistry
 from streaming.storage.download import download_file, hash_check
 from streaming.storage.registry import is_remote_url
 
@@ -172,4 +173,5 @@ def _has_size(path: str, size: int) -> bool:
 
 
 # Stream classes by name, for StreamingDataset(stream_name=..., stream_config=...).
-streams_registry: dict[str, type[Stream]] = {'stream': Stream}
+streams_registry: TypedRegistry[type[Stream]] = TypedRegistry(
+    ('streaming', 'streams_registry'), entry_points=True, items={'stream': Stream})

@@ -120,9 +120,11 @@ _BUILTIN: dict[str, tuple[str, str, str | None]] = {
     'hf': ('streaming.storage.hf', 'HFBackend', 'hf'),
     'http': ('streaming.storage.http', 'HTTPBackend', 'http'),
     'https': ('streaming.storage.http', 'HTTPBackend', 'http'),
+    'sftp': ('streaming.storage.sftp', 'SFTPBackend', 'sftp'),
+    'dbfs': ('streaming.storage.dbfs', 'DBFSBackend', 'dbfs'),
 }
 # Schemes users may know from the reference that have no backend here.
-_PLANNED = {'dbfs': None, 'sftp': None, 'alipan': None}
+_PLANNED = {'alipan': None}
 _custom: dict[str, Callable[[], Backend]] = {}
 _instances: dict[str, Backend] = {}
 _lock = threading.Lock()
@@ -173,6 +175,18 @@ def _builtin(scheme: str, url: str) -> Callable[[], Backend]:
             f'install it with: pip install "shardflow[{extra}]"') from error
 
 
+def _fsspec_factory(scheme: str) -> Callable[[], Backend] | None:
+    """A backend over fsspec for a scheme it knows, if fsspec is installed (the fallback)."""
+    try:
+        import fsspec
+    except ImportError:
+        return None
+    if scheme not in fsspec.available_protocols():
+        return None
+    from streaming.storage.fsspec_backend import FsspecBackend
+    return lambda: FsspecBackend(scheme)
+
+
 def get_backend(url: str) -> Backend:
     """The backend that serves ``url``, created once per scheme (per process)."""
     scheme, _ = parse_url(url)
@@ -187,6 +201,8 @@ def get_backend(url: str) -> Backend:
             factory = _entry_point(scheme) if scheme not in _BUILTIN else None
         if factory is None and scheme in _BUILTIN:
             factory = _builtin(scheme, url)
+        if factory is None and scheme not in _PLANNED:
+            factory = _fsspec_factory(scheme)
         if factory is None:
             known = sorted({*_BUILTIN, *_custom} - {''})
             if scheme in _PLANNED:
