@@ -1,5 +1,5 @@
 """The reference's ``streaming.base.format.json.writer``."""
 
-from streaming.format.json import JSONWriter
+from streaming.writing import JSONWriter
 
 __all__ = ['JSONWriter']

@@ -1,5 +1,5 @@
 """The reference's ``streaming.base.format.mds.writer``."""
 
-from streaming.format.mds import MDSWriter
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSWriter']
