@@ -183,6 +183,27 @@ def check_hf(endpoints: dict) -> None:
     _download_only('hf://datasets/org/name/data/blob.bin')
 
 
+def check_sftp(endpoints: dict) -> None:
+    # No SSH server here (tests/compat starts one with scripts/sshd.sh): parse and build.
+    from streaming.storage import get_backend
+    from streaming.storage.sftp import parse_sftp_url
+    assert parse_sftp_url('sftp://u@host:2222/data/x') == ('host', 2222, 'u', None, '/data/x')
+    print(f'  {get_backend("sftp://host/data")!r} built, URL parsed (no SSH server used)')
+
+
+def check_dbfs(endpoints: dict) -> None:
+    # Databricks has no emulator: parse and build.
+    from streaming.storage import get_backend
+    from streaming.storage.dbfs import dbfs_path
+    assert dbfs_path('dbfs:/Volumes/c/s/v/x') == '/Volumes/c/s/v/x'
+    print(f'  {get_backend("dbfs:/data")!r} built, URL parsed (no workspace used)')
+
+
+def check_fsspec(endpoints: dict) -> None:
+    # fsspec's in-memory filesystem: a real round trip through the fallback backend.
+    _round_trip('memory://extras/fsspec')
+
+
 def check_image(endpoints: dict) -> None:
     import numpy as np
     from PIL import Image
@@ -205,12 +226,15 @@ def check_import(extra: str) -> None:
 
 
 CHECKS = {'s3': check_s3, 'gcs': check_gcs, 'azure': check_azure, 'oci': check_oci,
-          'http': check_http, 'hf': check_hf, 'image': check_image}
+          'http': check_http, 'hf': check_hf, 'image': check_image, 'sftp': check_sftp,
+          'dbfs': check_dbfs, 'fsspec': check_fsspec, 'vision': check_image}
 # Modules an extra exists for (imported first: a missing dependency fails here, clearly).
 MODULES = {'s3': ['streaming.storage.s3'], 'gcs': ['streaming.storage.gcs'],
            'azure': ['streaming.storage.azure'], 'oci': ['streaming.storage.oci'],
            'http': ['streaming.storage.http'], 'hf': ['streaming.storage.hf'],
-           'image': ['PIL.Image'], 'spark': ['pyspark']}
+           'image': ['PIL.Image'], 'spark': ['pyspark'], 'sftp': ['streaming.storage.sftp'],
+           'dbfs': ['streaming.storage.dbfs'], 'fsspec': ['streaming.storage.fsspec_backend'],
+           'vision': ['streaming.vision'], 'text': ['transformers', 'streaming.text']}
 
 
 def check(extra: str, endpoints_file: str | None) -> None:

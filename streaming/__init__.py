@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 from streaming._version import __version__
-from streaming.format import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
+from streaming.writing import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 
 __all__ = ['CSVWriter', 'JSONWriter', 'LocalDataset', 'MDSWriter', 'Stream', 'StreamingDataLoader',
            'StreamingDataset', 'TSVWriter', 'World', 'XSVWriter', '__version__']
@@ -21,7 +21,14 @@ _LAZY = {'LocalDataset': 'streaming.local_dataset', 'Stream': 'streaming.dataset
          'StreamingDataLoader': 'streaming.dataloader', 'World': 'streaming.world'}
 
 
+# The reference's domain packages, imported on first access (they need torch; their optional
+# torchvision / transformers load only when their classes are used).
+_SUBPACKAGES = ('multimodal', 'text', 'vision')
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f'{__name__}.{name}')
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
@@ -31,4 +38,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBPACKAGES))

@@ -8,6 +8,7 @@ from typing import Sequence, Union
 
 from streaming.errors import IndexFileError
 from streaming.format.index import INDEX_BASENAME, load_index, write_index
+from streaming.format.registry import get_format
 from streaming.storage.local import local_path
 from streaming.storage.registry import get_backend, is_remote_url
 from streaming.storage.upload import Uploader
@@ -15,7 +16,6 @@ from streaming.storage.upload import Uploader
 __all__ = ['merge_index']
 
 Location = Union[str, Sequence[str]]  # A path or URL, or a (local, remote) pair.
-_FILE_KEYS = ('raw_data', 'zip_data', 'raw_meta', 'zip_meta')
 
 
 def merge_index(*args: object, **kwargs: object) -> None:
@@ -66,7 +66,7 @@ def _merge_index_from_list(index_file_urls: list[Location], out: Location, keep_
             path = _fetch(location, download_timeout, scratch, i)
             prefix = _partition_dir(location)
             for entry in load_index(path)['shards']:
-                for key in _FILE_KEYS:
+                for key in get_format(entry['format']).file_keys:
                     info = entry.get(key)
                     if info is not None:
                         info['basename'] = f'{prefix}/{info["basename"]}'

@@ -62,7 +62,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         if streams is None:
             if remote is None and local is None:
                 raise ValueError('StreamingDataset needs streams, or remote and/or local.')
-            stream_cls = streams_registry.get(stream_name)
+            stream_cls = streams_registry.get(stream_name, None)
             if stream_cls is None:
                 raise ValueError(f'Unknown stream_name {stream_name!r}; registered: '
                                  f'{sorted(streams_registry)}.')

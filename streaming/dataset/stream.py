@@ -11,6 +11,7 @@ from streaming.errors import ShardFileError
 from streaming.format import Reader, reader_from_json
 from streaming.format.compression import decompress_file
 from streaming.format.index import INDEX_BASENAME, load_index
+from streaming.registry import TypedRegistry
 from streaming.storage.download import download_file, hash_check
 from streaming.storage.registry import is_remote_url
 
@@ -108,10 +109,11 @@ class Stream:
 
     def get_shards(self, index: dict[str, Any], allow_unsafe_types: bool) -> list[Reader]:
         """A reader per shard of ``index``; pickled columns need ``allow_unsafe_types``."""
+        from streaming.format.registry import unsafe_encodings  # The format knows what is unsafe.
         shards = []
         for entry in index['shards']:
-            if not allow_unsafe_types and entry.get('format') == 'mds':
-                unsafe = [e for e in entry['column_encodings'] if e.partition(':')[0] == 'pkl']
+            if not allow_unsafe_types:
+                unsafe = unsafe_encodings(entry)
                 if unsafe:
                     raise ValueError(f'{self.local_dir}: column encodings {unsafe} can run '
                                      f'arbitrary code when decoded; pass '
@@ -171,4 +173,5 @@ def _has_size(path: str, size: int) -> bool:
 
 
 # Stream classes by name, for StreamingDataset(stream_name=..., stream_config=...).
-streams_registry: dict[str, type[Stream]] = {'stream': Stream}
+streams_registry: TypedRegistry[type[Stream]] = TypedRegistry(
+    ('streaming', 'streams_registry'), entry_points=True, items={'stream': Stream})

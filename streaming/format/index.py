@@ -13,9 +13,10 @@ from typing import Any, TypedDict
 
 from streaming.errors import IndexFileError, MissingIndexError
 from streaming.fileio import atomic_write
+from streaming.format.registry import get_format, get_formats
 
 __all__ = ['INDEX_BASENAME', 'FileInfo', 'get_index_basename', 'load_index', 'dump_index',
-           'write_index', 'validate_shard_entry']
+           'write_index', 'validate_shard_entry', 'check_same_lengths']
 
 INDEX_BASENAME = 'index.json'
 INDEX_VERSION = 2
@@ -47,20 +48,6 @@ def write_index(path: str, shards: list[dict[str, Any]], sort_keys: bool = True)
     atomic_write(path, dump_index(shards, sort_keys))
 
 
-# Keys every shard entry of a format must have, with the type each must be.
-_FILE_KEYS = {'mds': ('raw_data', 'zip_data'),
-              'json': ('raw_data', 'zip_data', 'raw_meta', 'zip_meta')}
-_FILE_KEYS.update({f: _FILE_KEYS['json'] for f in ('csv', 'tsv', 'xsv')})
-_REQUIRED = {
-    'mds': {'column_encodings': list, 'column_names': list, 'column_sizes': list, 'samples': int},
-    'json': {'columns': dict, 'newline': str, 'samples': int},
-    'xsv': {'column_encodings': list, 'column_names': list, 'newline': str, 'samples': int,
-            'separator': str},
-}
-_NO_SEPARATOR = {k: v for k, v in _REQUIRED['xsv'].items() if k != 'separator'}
-_REQUIRED['csv'] = _REQUIRED['tsv'] = _NO_SEPARATOR
-
-
 def _check_file_info(where: str, key: str, info: Any, optional: bool) -> None:
     if info is None and optional:
         return
@@ -79,30 +66,34 @@ def validate_shard_entry(where: str, shard: Any) -> None:
     if not isinstance(shard, dict):
         raise IndexFileError(f'{where}: expected an object, got {type(shard).__name__}.')
     fmt = shard.get('format')
-    if fmt not in _REQUIRED:
+    try:
+        shard_format = get_format(fmt)
+    except KeyError:
         raise IndexFileError(f'{where}: unknown shard format {fmt!r}; expected one of '
-                             f'{sorted(_REQUIRED)}.')
+                             f'{get_formats()}.') from None
     if shard.get('version') != INDEX_VERSION:
         raise IndexFileError(f'{where}: shard version is {shard.get("version")!r}; only version '
                              f'{INDEX_VERSION} can be read.')
-    for key, kind in _REQUIRED[fmt].items():
+    for key, kind in shard_format.required_keys.items():
         value = shard.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise IndexFileError(f'{where}: "{key}" must be of type {kind.__name__}, got '
                                  f'{value!r}.')
     if shard['samples'] < 0:
         raise IndexFileError(f'{where}: "samples" must not be negative, got {shard["samples"]}.')
-    if fmt in ('mds', 'xsv', 'csv', 'tsv'):
-        names, encodings = shard['column_names'], shard['column_encodings']
-        sizes = shard['column_sizes'] if fmt == 'mds' else names
-        if not len(names) == len(encodings) == len(sizes):
-            raise IndexFileError(f'{where}: column_names, column_encodings and column_sizes differ '
-                                 f'in length.')
+    if shard_format.check_entry is not None:
+        shard_format.check_entry(where, shard)
     compression = shard.get('compression')
-    for key in _FILE_KEYS[fmt]:
+    for key in shard_format.file_keys:
         _check_file_info(where, key, shard.get(key), optional=key.startswith('zip'))
         if key.startswith('zip') and compression and shard.get(key) is None:
             raise IndexFileError(f'{where}: compression is {compression!r} but "{key}" is null.')
+
+
+def check_same_lengths(where: str, shard: Any, keys: tuple[str, ...]) -> None:
+    """Raise ``IndexFileError`` unless the column lists under ``keys`` have equal lengths."""
+    if len({len(shard[key]) for key in keys}) > 1:
+        raise IndexFileError(f'{where}: {", ".join(keys)} differ in length.')
 
 
 def load_index(path: str) -> dict[str, Any]:

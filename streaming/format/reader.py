@@ -19,9 +19,10 @@ from streaming.format.compression import decompress_file
 from streaming.format.index import FileInfo
 from streaming.indexing import IndexingMixin
 
-__all__ = ['Reader', 'JointReader', 'SplitReader', 'FileInfo']
+__all__ = ['Reader', 'SingleFileShardReader', 'DataMetaShardReader', 'JointReader', 'SplitReader',
+           'FileInfo']
 
-_PAIR = struct.Struct('<II')  # (begin, end) of one sample in an offset table.
+_SAMPLE_SPAN = struct.Struct('<II')  # (begin, end) of one sample in an offset table.
 
 
 def _map_file(path: str, expected_bytes: int) -> mmap.mmap:
@@ -45,8 +46,24 @@ def check_offsets(path: str, offsets: np.ndarray, begin: int, end: int) -> None:
                              f'{begin} to {end}, non-decreasing).')
 
 
+def _offset_table(what: str, header: mmap.mmap, samples: int) -> np.ndarray:
+    """The offsets after a header's uint32 sample count, once the count matches the index."""
+    if len(header) < 4 * (samples + 2):
+        raise ShardFileError(f'{what} is too short for {samples} samples.')
+    count = int(np.frombuffer(header, np.uint32, 1)[0])
+    if count != samples:
+        raise ShardFileError(f'{what} holds {count} samples but the index says {samples}.')
+    return np.frombuffer(header, np.uint32, count + 1, 4)
+
+
 class Reader(IndexingMixin):
-    """One shard of a dataset directory (``dirname/split``)."""
+    """One shard of a dataset directory (``dirname/split``).
+
+    ``file_keys`` names the keys of an index entry that describe this kind of shard's files
+    (raw and compressed forms); index validation and ``merge_index`` read it.
+    """
+
+    file_keys: tuple[str, ...] = ()
 
     def __init__(self, dirname: str, split: str | None, compression: str | None,
                  hashes: list[str], samples: int, size_limit: int | str | None) -> None:
@@ -104,7 +121,7 @@ class Reader(IndexingMixin):
         self.ensure_raw()
         maps = [_map_file(self.path(raw), raw['bytes']) for raw, _ in self.file_pairs]
         try:
-            self.validate(maps)
+            self.check_files(maps)
         except BaseException:
             for m in maps:
                 try:
@@ -126,8 +143,8 @@ class Reader(IndexingMixin):
         state['_maps'] = None  # Maps do not cross processes; each process maps on first use.
         return state
 
-    def validate(self, maps: list[mmap.mmap]) -> None:
-        """Check the mapped files' headers and offset tables."""
+    def check_files(self, maps: list[mmap.mmap]) -> None:
+        """Check the mapped files (in ``file_pairs`` order): headers and offset tables."""
         raise NotImplementedError
 
     # ---- samples -------------------------------------------------------------------------------
@@ -152,8 +169,10 @@ class Reader(IndexingMixin):
                                  f'is corrupt.') from error
 
 
-class JointReader(Reader):
-    """A shard that is one file holding its own offset table."""
+class SingleFileShardReader(Reader):
+    """A shard that is one file holding its own offset table in a header."""
+
+    file_keys = ('raw_data', 'zip_data')
 
     def __init__(self, dirname: str, split: str | None, compression: str | None,
                  hashes: list[str], raw_data: FileInfo, samples: int,
@@ -163,9 +182,24 @@ class JointReader(Reader):
         self.zip_data = zip_data
         self.file_pairs = [(raw_data, zip_data)]
 
+    def check_files(self, maps: list[mmap.mmap]) -> None:
+        data, = maps
+        path = self.path(self.raw_data)
+        offsets = _offset_table(f'Shard file {path}', data, self.samples)
+        if offsets[0] < 4 * (self.samples + 2):
+            raise ShardFileError(f'Shard file {path} has a corrupt offset table.')
+        check_offsets(path, offsets, int(offsets[0]), len(data))
 
-class SplitReader(Reader):
-    """A shard with a data file and a ``.meta`` file holding the offsets into it."""
+    def get_sample_data(self, idx: int) -> bytes:
+        data = (self._maps or self._open())[0]
+        begin, end = _SAMPLE_SPAN.unpack_from(data, 4 + 4 * idx)
+        return data[begin:end]
+
+
+class DataMetaShardReader(Reader):
+    """A shard with a data file and a separate ``.meta`` file holding the offsets into it."""
+
+    file_keys = ('raw_data', 'zip_data', 'raw_meta', 'zip_meta')
 
     def __init__(self, dirname: str, split: str | None, compression: str | None,
                  hashes: list[str], raw_data: FileInfo, raw_meta: FileInfo, samples: int,
@@ -176,20 +210,19 @@ class SplitReader(Reader):
         self.zip_data, self.zip_meta = zip_data, zip_meta
         self.file_pairs = [(raw_meta, zip_meta), (raw_data, zip_data)]
 
-    def validate(self, maps: list[mmap.mmap]) -> None:
+    def check_files(self, maps: list[mmap.mmap]) -> None:
         meta, data = maps
         path = self.path(self.raw_meta)
-        if len(meta) < 4 * (self.samples + 2):
-            raise ShardFileError(f'Meta file {path} is too short for {self.samples} samples.')
-        count = int(np.frombuffer(meta, np.uint32, 1)[0])
-        if count != self.samples:
-            raise ShardFileError(f'Meta file {path} holds {count} samples but the index says '
-                                 f'{self.samples}.')
-        offsets = np.frombuffer(meta, np.uint32, count + 1, 4)
+        offsets = _offset_table(f'Meta file {path}', meta, self.samples)
         check_offsets(path, offsets, int(offsets[0]), len(data))
 
     def get_sample_data(self, idx: int) -> bytes:
         maps = self._maps or self._open()
-        begin, end = _PAIR.unpack_from(maps[0], 4 + 4 * idx)
+        begin, end = _SAMPLE_SPAN.unpack_from(maps[0], 4 + 4 * idx)
         return maps[1][begin:end]
 
+
+
+# The reference's names.
+JointReader = SingleFileShardReader
+SplitReader = DataMetaShardReader

@@ -1,9 +1,13 @@
 """The writer machinery shared by every format.
 
 A writer encodes each sample to bytes as it arrives, groups samples into shards no larger than
-``size_limit``, and hands each full shard to a thread pool that compresses, hashes, writes and
-uploads it while the caller keeps encoding. ``index.json`` is written by ``finish()`` only, so a
-run that fails part-way never publishes an index that looks complete.
+``size_limit``, and hands each full shard to a thread pool that compresses, hashes and writes it
+while the caller keeps encoding. ``index.json`` is written by ``finish()`` only, so a run that
+fails part-way never publishes an index that looks complete.
+
+Writers here only encode and write local files. Each finished file (every shard file, then the
+index) is announced through the ``on_file_done`` hook with its basename; ``streaming.writing``
+uses that hook to upload files to a remote, so this layer never touches storage.
 """
 
 from __future__ import annotations
@@ -12,21 +16,23 @@ import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
+from streaming.fileio import atomic_write
 from streaming.format.compression import compress, get_compression_extension, parse_compression
 from streaming.format.hashing import get_hash, validate_hashes
 from streaming.format.index import INDEX_BASENAME, FileInfo, write_index
-from streaming.storage.upload import Uploader
 from streaming.util import bytes_to_int, parse_quantity
 
-__all__ = ['Writer', 'JointWriter', 'SplitWriter', 'parse_size_limit']
+__all__ = ['Writer', 'SingleFileShardWriter', 'DataMetaShardWriter', 'FileDoneHook',
+           'parse_size_limit']
 
 # Offsets inside a shard are uint32, so no shard may reach 4 GiB.
 MAX_SHARD_BYTES = (1 << 32) - 1
-_OPTIONS = {'progress_bar': False, 'max_workers': None, 'retry': 2, 'exist_ok': False}
+
+FileDoneHook = Callable[[str], None]  # Called with the basename of each finished file.
 
 
 def parse_size_limit(size_limit: int | str | None) -> int | None:
@@ -45,38 +51,43 @@ class Writer:
 
     format: str = ''
 
-    def __init__(self, *, out: str | Sequence[str], keep_local: bool = False,
+    def __init__(self, *, out: Any, on_file_done: FileDoneHook | None = None,
                  compression: str | None = None, hashes: list[str] | None = None,
                  size_limit: int | str | None = 1 << 26, extra_bytes_per_shard: int = 0,
-                 extra_bytes_per_sample: int = 0, **kwargs: Any) -> None:
-        unknown = sorted(set(kwargs) - set(_OPTIONS))
-        if unknown:
-            raise ValueError(f'Unknown writer argument(s) {unknown}; the extra options are '
-                             f'{sorted(_OPTIONS)}.')
-        options = {**_OPTIONS, **kwargs}
+                 extra_bytes_per_sample: int = 0, progress_bar: bool = False,
+                 max_workers: int | None = None) -> None:
         parse_compression(compression)  # Raises ValueError for an unknown compression.
         self.compression = compression or None
         self.hashes = validate_hashes(hashes)
         self.size_limit = parse_size_limit(size_limit)
         self.extra_bytes_per_shard = extra_bytes_per_shard
         self.extra_bytes_per_sample = extra_bytes_per_sample
-        self.keep_local = keep_local
-        self.uploader = Uploader(out, keep_local, options['retry'], options['exist_ok'],
-                                 progress_bar=options['progress_bar'])
-        self.local = self.uploader.local
-        self.remote = self.uploader.remote
-        workers = options['max_workers']
-        self._pool = ThreadPoolExecutor(max_workers=workers or min(4, (os.cpu_count() or 1) + 1),
+        self.on_file_done = on_file_done
+        self.local = self.open_output(out)  # Last: nothing on disk changes for bad arguments.
+        self._pool = ThreadPoolExecutor(max_workers=max_workers or
+                                        min(4, (os.cpu_count() or 1) + 1),
                                         thread_name_prefix='shard-writer')
         self._pending: list[Future] = []
         self._shards: list[dict[str, Any]] = []
         self._progress = None
-        if options['progress_bar']:
+        if progress_bar:
             from tqdm import tqdm
             self._progress = tqdm(desc='Writing shards', unit='sample', leave=False)
         self.shard_id = 0
         self._finished = False
-        self._reset_cache()
+        self._start_shard()
+
+    def open_output(self, out: Any) -> str:
+        """Prepare the output and return the local directory shard files go to.
+
+        Here ``out`` must be a local directory, created if missing. ``streaming.writing``
+        overrides this to accept remotes and sets ``on_file_done`` to upload each file.
+        """
+        if not isinstance(out, str):
+            raise ValueError(f'out must be a local directory (str), got {out!r}; the writers in '
+                             f'streaming.writing (streaming.MDSWriter, ...) also take remotes.')
+        os.makedirs(out, exist_ok=True)
+        return out
 
     # ---- subclass hooks ----------------------------------------------------------------------
     def get_config(self) -> dict[str, Any]:
@@ -85,6 +96,7 @@ class Writer:
                 'hashes': self.hashes, 'size_limit': self.size_limit}
 
     def encode_sample(self, sample: dict[str, Any]) -> bytes:
+        """The bytes of one sample; raise naming the column at fault for a bad value."""
         raise NotImplementedError
 
     def encode_shard(self, shard_id: int, samples: list[bytes]) -> list[tuple[str, bytes]]:
@@ -92,10 +104,12 @@ class Writer:
         raise NotImplementedError
 
     def shard_entry(self, samples: int, files: list[tuple[FileInfo, FileInfo | None]]) -> dict:
+        """The index entry of one shard, given its (raw, compressed) files in encode order."""
         raise NotImplementedError
 
     # ---- writing -----------------------------------------------------------------------------
-    def _reset_cache(self) -> None:
+    def _start_shard(self) -> None:
+        """Empty the buffer of the shard being filled (its fixed overhead counts already)."""
         self.new_samples: list[bytes] = []
         self.new_shard_size = self.extra_bytes_per_shard
 
@@ -121,7 +135,7 @@ class Writer:
             return
         samples, shard_id = self.new_samples, self.shard_id
         self.shard_id += 1
-        self._reset_cache()
+        self._start_shard()
         files = self.encode_shard(shard_id, samples)
         self._pending.append(self._pool.submit(self._finish_shard, len(samples), files))
         if self._progress is not None:
@@ -131,8 +145,12 @@ class Writer:
             self._pending[0].result()
             self._collect_done()
 
+    def _file_done(self, basename: str) -> None:
+        if self.on_file_done is not None:
+            self.on_file_done(basename)
+
     def _finish_shard(self, samples: int, files: list[tuple[str, bytes]]) -> dict[str, Any]:
-        """Compress, hash, write and upload one shard's files; returns its index entry."""
+        """Compress, hash and write one shard's files; returns its index entry."""
         pairs = []
         for basename, raw in files:
             raw_info = FileInfo(basename=basename, bytes=len(raw),
@@ -144,9 +162,8 @@ class Writer:
                 name = f'{basename}.{get_compression_extension(self.compression)}'
                 zip_info = FileInfo(basename=name, bytes=len(data),
                                     hashes={h: get_hash(h, data) for h in self.hashes})
-            with open(os.path.join(self.local, name), 'wb') as out:
-                out.write(data)
-            self.uploader.upload_file(name)
+            atomic_write(os.path.join(self.local, name), data)
+            self._file_done(name)
             pairs.append((raw_info, zip_info))
         return self.shard_entry(samples, pairs)
 
@@ -160,7 +177,7 @@ class Writer:
                 raise future.exception()  # type: ignore[misc]
 
     def finish(self) -> None:
-        """Flush the last shard, wait for all shard files, then write and upload ``index.json``."""
+        """Flush the last shard, wait for all shard files, then write ``index.json``."""
         if self._finished:
             return
         self._finished = True
@@ -170,8 +187,7 @@ class Writer:
                 self._shards.append(future.result())
             self._pending = []
             write_index(os.path.join(self.local, INDEX_BASENAME), self._shards)
-            self.uploader.upload_file(INDEX_BASENAME)
-            self.uploader.finish()
+            self._file_done(INDEX_BASENAME)
         finally:
             self._close()
 
@@ -204,15 +220,15 @@ def _offsets(start: int, samples: list[bytes]) -> np.ndarray:
     return offsets.astype(np.uint32)
 
 
-class JointWriter(Writer):
-    """A shard is one file: header (count, offsets, config JSON) then the samples."""
+class SingleFileShardWriter(Writer):
+    """Each shard is one file: a header (count, offsets, config JSON), then the samples."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(extra_bytes_per_shard=0, extra_bytes_per_sample=4, **kwargs)
         self.config_data = json.dumps(self.get_config(), sort_keys=True).encode('utf-8')
         # count + final offset + config; each sample adds its own offset.
         self.extra_bytes_per_shard = 4 + 4 + len(self.config_data)
-        self._reset_cache()
+        self._start_shard()
 
     def encode_shard(self, shard_id: int, samples: list[bytes]) -> list[tuple[str, bytes]]:
         count = np.uint32(len(samples)).tobytes()
@@ -226,8 +242,8 @@ class JointWriter(Writer):
         return {'samples': samples, 'raw_data': raw, 'zip_data': zipped, **self.get_config()}
 
 
-class SplitWriter(Writer):
-    """A shard is two files: the samples as text, and a binary ``.meta`` with their offsets."""
+class DataMetaShardWriter(Writer):
+    """Each shard is two files: the data (samples), and a binary ``.meta`` with their offsets."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(extra_bytes_per_shard=0, extra_bytes_per_sample=0, **kwargs)

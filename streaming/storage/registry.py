@@ -40,9 +40,14 @@ _BUILTIN: dict[str, tuple[str, str, str | None]] = {
     'hf': ('streaming.storage.hf', 'HFBackend', 'hf'),
     'http': ('streaming.storage.http', 'HTTPBackend', 'http'),
     'https': ('streaming.storage.http', 'HTTPBackend', 'http'),
+    'sftp': ('streaming.storage.sftp', 'SFTPBackend', 'sftp'),
+    'dbfs': ('streaming.storage.dbfs', 'DBFSBackend', 'dbfs'),
 }
 # Schemes users may know from the reference that have no backend here.
-_PLANNED = {'dbfs': None, 'sftp': None, 'alipan': None}
+_PLANNED = {'alipan': None}
+# Any other scheme fsspec knows, when fsspec is installed: (module, class), imported by name
+# like the built-ins, so that the registry imports no backend (and so no transfer code).
+_FSSPEC_FALLBACK = ('streaming.storage.fsspec_backend', 'FsspecBackend')
 _custom: dict[str, Callable[[], ObjectStore]] = {}
 _instances: dict[str, ObjectStore] = {}
 _lock = threading.Lock()
@@ -93,6 +98,19 @@ def _builtin(scheme: str, url: str) -> Callable[[], ObjectStore]:
             f'install it with: pip install "shardflow[{extra}]"') from error
 
 
+def _fsspec_factory(scheme: str) -> Callable[[], ObjectStore] | None:
+    """A backend over fsspec for a scheme it knows, if fsspec is installed (the fallback)."""
+    try:
+        import fsspec
+    except ImportError:
+        return None
+    if scheme not in fsspec.available_protocols():
+        return None
+    module, name = _FSSPEC_FALLBACK
+    backend_class = getattr(importlib.import_module(module), name)
+    return lambda: backend_class(scheme)
+
+
 def get_backend(url: str) -> ObjectStore:
     """The backend that serves ``url``, created once per scheme (per process)."""
     scheme, _ = parse_url(url)
@@ -107,6 +125,8 @@ def get_backend(url: str) -> ObjectStore:
             factory = _entry_point(scheme) if scheme not in _BUILTIN else None
         if factory is None and scheme in _BUILTIN:
             factory = _builtin(scheme, url)
+        if factory is None and scheme not in _PLANNED:
+            factory = _fsspec_factory(scheme)
         if factory is None:
             known = sorted({*_BUILTIN, *_custom} - {''})
             if scheme in _PLANNED:

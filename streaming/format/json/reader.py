@@ -6,12 +6,12 @@ import json
 from typing import Any
 
 from streaming.format.index import FileInfo
-from streaming.format.reader import SplitReader
+from streaming.format.reader import DataMetaShardReader
 
 __all__ = ['JSONReader']
 
 
-class JSONReader(SplitReader):
+class JSONReader(DataMetaShardReader):
     """One JSON-lines shard."""
 
     def __init__(self, dirname: str, split: str | None, columns: dict[str, str],

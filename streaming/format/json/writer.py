@@ -3,28 +3,27 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any
 
 from streaming.format.columns import check_columns, column_mismatch
 from streaming.format.text_columns import check_text_value, is_text_encoding
-from streaming.format.writer import SplitWriter
+from streaming.format.writer import DataMetaShardWriter
 
 __all__ = ['JSONWriter']
 
 
-class JSONWriter(SplitWriter):
-    """Writes samples as JSON lines; ``columns`` maps names to 'str', 'int' or 'float'."""
+class JSONWriter(DataMetaShardWriter):
+    """Writes samples as JSON lines; ``columns`` maps names to 'str', 'int' or 'float'.
+
+    Other arguments are those of ``Writer``; ``streaming.JSONWriter`` adds remote uploads.
+    """
 
     format = 'json'
 
-    def __init__(self, *, columns: dict[str, str], out: str | Sequence[str], newline: str = '\n',
-                 keep_local: bool = False, compression: str | None = None,
-                 hashes: list[str] | None = None, size_limit: int | str | None = 1 << 26,
-                 **kwargs: Any) -> None:
+    def __init__(self, *, columns: dict[str, str], newline: str = '\n', **kwargs: Any) -> None:
         self.columns = check_columns(columns, is_text_encoding, "'str', 'int', 'float'")
         self.newline = newline
-        super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
-                         size_limit=size_limit, **kwargs)
+        super().__init__(**kwargs)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), 'columns': self.columns, 'newline': self.newline}

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import functools
-import mmap
 import struct
 from typing import Any
 
-import numpy as np
-
-from streaming.errors import ShardFileError
 from streaming.format.index import FileInfo
 from streaming.format.mds.encodings import get_coder
-from streaming.format.reader import _PAIR, JointReader, check_offsets
+from streaming.format.reader import SingleFileShardReader
 
 __all__ = ['MDSReader']
 
@@ -30,7 +26,7 @@ def _decode_plan(names: tuple[str, ...], encodings: tuple[str, ...],
     return plan, struct.Struct(f'<{sum(s is None for s in sizes)}I')
 
 
-class MDSReader(JointReader):
+class MDSReader(SingleFileShardReader):
     """One MDS shard: a header (count, offsets, config JSON) followed by the samples."""
 
     def __init__(self, dirname: str, split: str | None, column_encodings: list[str],
@@ -54,25 +50,6 @@ class MDSReader(JointReader):
     def __setstate__(self, state: dict[str, Any]) -> None:
         state['_sizes_struct'] = struct.Struct(state['_sizes_struct'])
         self.__dict__.update(state)
-
-    def validate(self, maps: list[mmap.mmap]) -> None:
-        data, = maps
-        path = self.path(self.raw_data)
-        if len(data) < 4 * (self.samples + 2):
-            raise ShardFileError(f'Shard file {path} is too short for {self.samples} samples.')
-        count = int(np.frombuffer(data, np.uint32, 1)[0])
-        if count != self.samples:
-            raise ShardFileError(f'Shard file {path} holds {count} samples but the index says '
-                                 f'{self.samples}.')
-        offsets = np.frombuffer(data, np.uint32, count + 1, 4)
-        if offsets[0] < 4 * (count + 2):
-            raise ShardFileError(f'Shard file {path} has a corrupt offset table.')
-        check_offsets(path, offsets, int(offsets[0]), len(data))
-
-    def get_sample_data(self, idx: int) -> bytes:
-        data = (self._maps or self._open())[0]
-        begin, end = _PAIR.unpack_from(data, 4 + 4 * idx)
-        return data[begin:end]
 
     def decode_sample(self, data: bytes) -> dict[str, Any]:
         sizes = iter(self._sizes_struct.unpack_from(data, 0))

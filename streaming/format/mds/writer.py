@@ -3,29 +3,27 @@
 from __future__ import annotations
 
 import struct
-from typing import Any, Sequence
+from typing import Any
 
 from streaming.errors import EncodingError
 from streaming.format.columns import check_columns, column_mismatch
 from streaming.format.mds.encodings import get_coder, is_mds_encoding
-from streaming.format.writer import JointWriter
+from streaming.format.writer import SingleFileShardWriter
 
 __all__ = ['MDSWriter']
 
 
-class MDSWriter(JointWriter):
+class MDSWriter(SingleFileShardWriter):
     """Writes samples (dicts) as MDS shards; ``columns`` maps each column name to its encoding.
 
     Each sample is stored as the uint32 lengths of its variable-size columns, then every column's
-    bytes, columns in sorted name order.
+    bytes, columns in sorted name order. Other arguments are those of ``Writer`` (a local ``out``
+    directory); ``streaming.MDSWriter`` adds remote uploads.
     """
 
     format = 'mds'
 
-    def __init__(self, *, columns: dict[str, str], out: str | Sequence[str],
-                 keep_local: bool = False, compression: str | None = None,
-                 hashes: list[str] | None = None, size_limit: int | str | None = 1 << 26,
-                 **kwargs: Any) -> None:
+    def __init__(self, *, columns: dict[str, str], **kwargs: Any) -> None:
         columns = check_columns(columns, is_mds_encoding, 'see streaming.format.mds.encodings')
         self.columns = columns
         self.column_names = sorted(columns)
@@ -35,8 +33,7 @@ class MDSWriter(JointWriter):
         self._plan = list(zip(self.column_names, self.column_encodings, coders, self.column_sizes))
         num_var = sum(size is None for size in self.column_sizes)
         self._sizes_struct = struct.Struct(f'<{num_var}I')
-        super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
-                         size_limit=size_limit, **kwargs)
+        super().__init__(**kwargs)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), 'column_names': self.column_names,

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from streaming.format.index import FileInfo
-from streaming.format.reader import SplitReader
+from streaming.format.reader import DataMetaShardReader
 from streaming.format.text_columns import TEXT_ENCODINGS
 
 __all__ = ['XSVReader', 'CSVReader', 'TSVReader']
 
 
-class XSVReader(SplitReader):
+class XSVReader(DataMetaShardReader):
     """One separated-values shard."""
 
     fixed_separator = ''  # Set by formats whose name implies the separator.

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 from streaming.format.columns import check_columns, column_mismatch
 from streaming.format.text_columns import check_text_value, is_text_encoding
-from streaming.format.writer import SplitWriter
+from streaming.format.writer import DataMetaShardWriter
 
 __all__ = ['XSVWriter', 'CSVWriter', 'TSVWriter']
 
 
-class XSVWriter(SplitWriter):
+class XSVWriter(DataMetaShardWriter):
     """Writes samples as separated values under a header line.
 
     There is no quoting, so values may not contain the separator or the newline (checked).
+    Other arguments are those of ``Writer``; ``streaming.XSVWriter`` adds remote uploads.
     """
 
     format = 'xsv'
 
-    def __init__(self, *, columns: dict[str, str], separator: str, out: str | Sequence[str],
-                 newline: str = '\n', keep_local: bool = False, compression: str | None = None,
-                 hashes: list[str] | None = None, size_limit: int | str | None = 1 << 26,
+    def __init__(self, *, columns: dict[str, str], separator: str, newline: str = '\n',
                  **kwargs: Any) -> None:
         columns = check_columns(columns, is_text_encoding, "'str', 'int', 'float'")
         if not isinstance(separator, str) or not separator:
@@ -39,8 +38,7 @@ class XSVWriter(SplitWriter):
         self.column_encodings = [columns[name] for name in self.column_names]
         self.separator = separator
         self.newline = newline
-        super().__init__(out=out, keep_local=keep_local, compression=compression, hashes=hashes,
-                         size_limit=size_limit, **kwargs)
+        super().__init__(**kwargs)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), 'column_names': self.column_names,
@@ -82,10 +80,9 @@ class _FixedSeparatorWriter(XSVWriter):
 
     fixed_separator = ''
 
-    def __init__(self, *, columns: dict[str, str], out: str | Sequence[str], newline: str = '\n',
-                 **kwargs: Any) -> None:
-        super().__init__(columns=columns, separator=self.fixed_separator, out=out,
-                         newline=newline, **kwargs)
+    def __init__(self, *, columns: dict[str, str], newline: str = '\n', **kwargs: Any) -> None:
+        super().__init__(columns=columns, separator=self.fixed_separator, newline=newline,
+                         **kwargs)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

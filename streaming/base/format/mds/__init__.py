@@ -1,5 +1,6 @@
 """The reference's ``streaming.base.format.mds`` import path."""
 
-from streaming.format.mds import MDSReader, MDSWriter
+from streaming.format.mds import MDSReader
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSReader', 'MDSWriter']

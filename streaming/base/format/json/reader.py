@@ -1,0 +1,5 @@
+"""The reference's ``streaming.base.format.json.reader``."""
+
+from streaming.format.json import JSONReader
+
+__all__ = ['JSONReader']

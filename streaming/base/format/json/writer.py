@@ -1,0 +1,5 @@
+"""The reference's ``streaming.base.format.json.writer``."""
+
+from streaming.writing import JSONWriter
+
+__all__ = ['JSONWriter']

@@ -1,0 +1,1 @@
+"""Converters of multimodal datasets to MDS."""

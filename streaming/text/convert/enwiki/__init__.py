@@ -1,0 +1,1 @@
+"""Converters of the English Wikipedia BERT pre-training data."""

@@ -1,0 +1,1 @@
+"""English Wikipedia BERT pre-training data as MDS shards."""

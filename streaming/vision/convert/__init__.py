@@ -1,0 +1,1 @@
+"""Converters from the usual on-disk forms of vision datasets to MDS (``python -m ...``)."""
