@@ -22,7 +22,7 @@ from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoc
 from streaming.dataset.options import DatasetOptions
 from streaming.dataset.stream import Stream, streams_registry
 from streaming.indexing import IndexingMixin
-from streaming.order.epoch import default_num_canonical_nodes, get_epoch_order
+from streaming.order import default_num_canonical_nodes, get_epoch_order
 from streaming.order.sampling import apply_weights
 from streaming.world import World
 
