@@ -156,7 +156,7 @@ def test_no_state_left_in_shared_memory_after_exit(remote_ids, tmp_path) -> None
     import sys
     code = ('from streaming import StreamingDataset as D; import sys; '
             f'd = D(remote={remote_ids!r}, local={str(tmp_path / "c")!r}, batch_size=4); '
-            'print(d._namespace.path); sum(1 for _ in d)')
+            'print(d._shared.path); sum(1 for _ in d)')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out and not os.path.exists(out)
