@@ -22,7 +22,7 @@ from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
 from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoch_order
 from streaming.dataset.stream import Stream, streams_registry
 from streaming.indexing import IndexingMixin
-from streaming.order import apply_weights, get_epoch_order
+from streaming.order import apply_weights, get_epoch_order, get_shuffle
 from streaming.world import World
 
 __all__ = ['StreamingDataset']
@@ -100,6 +100,9 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             coordination_timeout=coordination_timeout)
         self.resumable = ResumableLayout(self.config.num_canonical_nodes,
                                          self.config.shuffle_seed)
+        # Held so that a DataLoader worker started by spawn, unpickling this dataset, has the
+        # shuffle registered even if only the parent process registered it.
+        self._shuffle_algo = get_shuffle(self.config.shuffle_algo)
         self.streams = _build_streams(streams, remote, local, split, stream_name, stream_config)
         for stream in self.streams:
             stream.inherit_download_settings(self.config.stream_defaults())

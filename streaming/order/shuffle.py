@@ -109,6 +109,12 @@ class ShuffleAlgo:
     canonical_nodes_per_node: int = 1
     shuffle_within_units: bool = False
 
+    def __reduce__(self) -> tuple:
+        # Unpickled in a process that lacks it (a spawned DataLoader worker whose parent
+        # registered it in a script), an entry registers itself again.
+        return _restore, (self.name, self.shuffle_row, self.shuffle_epoch, self.uses_block_size,
+                          self.canonical_nodes_per_node, self.shuffle_within_units)
+
 
 _registry: dict[str, ShuffleAlgo] = {}
 _builtin: set[str] = set()
@@ -147,6 +153,14 @@ def unregister_shuffle(name: str) -> None:
         if name in _builtin:
             raise ValueError(f'unregister_shuffle: {name!r} is built in')
         _registry.pop(name, None)
+
+
+def _restore(name: str, *fields: object) -> ShuffleAlgo:
+    algo = _registry.get(name)
+    if algo is None:
+        with _lock:
+            algo = _registry.setdefault(name, ShuffleAlgo(name, *fields))  # type: ignore[arg-type]
+    return algo
 
 
 def shuffle_names() -> tuple[str, ...]:
@@ -206,22 +220,30 @@ def _block_lengths(total: int, block_size: int, rng: np.random.Generator,
     return np.diff(ends, prepend=0)
 
 
-def _block_shuffle(randomized: bool) -> RowShuffle:
-    """py1b (fixed blocks), py1br (random blocks): spans laid out, then shuffled per block."""
+def _shuffle_in_blocks(row: RowSpans, out: np.ndarray, block_size: int,
+                       rng: np.random.Generator, randomized: bool) -> None:
+    """Spans in random order laid out, then samples shuffled within each block."""
+    row.take(rng.permutation(row.num_spans)).write_to(out)
+    blocks = _block_lengths(len(out), block_size, rng, randomized)
+    block_starts = np.append(np.cumsum(blocks) - blocks, len(out))
 
-    def shuffle(row: RowSpans, out: np.ndarray, block_size: int,
-                rng: np.random.Generator) -> None:
-        row.take(rng.permutation(row.num_spans)).write_to(out)
-        blocks = _block_lengths(len(out), block_size, rng, randomized)
-        block_starts = np.append(np.cumsum(blocks) - blocks, len(out))
+    def read_blocks(first: int, last: int) -> np.ndarray:
+        return out[block_starts[first]:block_starts[last]].copy()
 
-        def read_blocks(first: int, last: int) -> np.ndarray:
-            return out[block_starts[first]:block_starts[last]].copy()
+    place_by_keys(out, read_blocks, blocks, blocks.astype(np.float64), rng, reflect=False,
+                  id_bits=row.id_bits)
 
-        place_by_keys(out, read_blocks, blocks, blocks.astype(np.float64), rng, reflect=False,
-                      id_bits=row.id_bits)
 
-    return shuffle
+def _shuffle_fixed_blocks(row: RowSpans, out: np.ndarray, block_size: int,
+                          rng: np.random.Generator) -> None:
+    """py1b: blocks of exactly ``block_size``."""
+    _shuffle_in_blocks(row, out, block_size, rng, randomized=False)
+
+
+def _shuffle_random_blocks(row: RowSpans, out: np.ndarray, block_size: int,
+                           rng: np.random.Generator) -> None:
+    """py1br: a random first block, then blocks of [0.75, 1.25] x ``block_size``."""
+    _shuffle_in_blocks(row, out, block_size, rng, randomized=True)
 
 
 def _permute(ids: np.ndarray, rng: np.random.Generator) -> None:
@@ -233,8 +255,8 @@ def _register_builtins() -> None:
     register_shuffle('py1s', _shuffle_spans, canonical_nodes_per_node=64)
     register_shuffle('py2s', _shuffle_spans, canonical_nodes_per_node=64,
                      shuffle_within_units=True)
-    register_shuffle('py1b', _block_shuffle(randomized=False), uses_block_size=True)
-    register_shuffle('py1br', _block_shuffle(randomized=True), uses_block_size=True)
+    register_shuffle('py1b', _shuffle_fixed_blocks, uses_block_size=True)
+    register_shuffle('py1br', _shuffle_random_blocks, uses_block_size=True)
     register_shuffle('py1e', _shuffle_windows, uses_block_size=True)
     register_shuffle('naive', shuffle_epoch=_permute)
     _builtin.update(_registry)
