@@ -12,7 +12,7 @@ from streaming.order.epoch import get_epoch_order
 from streaming.order.partition import PARTITION_ALGOS, check_partition, global_batches
 from streaming.order.sampling import SAMPLING_METHODS, apply_weights
 from streaming.order.shuffle import (
-    RowSpans,
+    CanonicalRow,
     ShuffleAlgo,
     default_num_canonical_nodes,
     default_shuffle_block_size,
@@ -22,7 +22,7 @@ from streaming.order.shuffle import (
     unregister_shuffle,
 )
 
-__all__ = ['BATCHING_METHODS', 'PARTITION_ALGOS', 'SAMPLING_METHODS', 'RowSpans', 'ShuffleAlgo',
-           'apply_weights', 'check_partition', 'default_num_canonical_nodes',
+__all__ = ['BATCHING_METHODS', 'PARTITION_ALGOS', 'SAMPLING_METHODS', 'CanonicalRow',
+           'ShuffleAlgo', 'apply_weights', 'check_partition', 'default_num_canonical_nodes',
            'default_shuffle_block_size', 'get_epoch_order', 'get_shuffle', 'global_batches',
            'register_shuffle', 'shuffle_names', 'unregister_shuffle']

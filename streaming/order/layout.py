@@ -22,7 +22,7 @@ from streaming.order.rng import (
     make_rng,
 )
 from streaming.order.sampling import ShardDraw
-from streaming.order.shuffle import RowSpans, ShuffleAlgo, get_shuffle
+from streaming.order.shuffle import CanonicalRow, ShuffleAlgo, get_shuffle
 from streaming.order.units import (
     Units,
     array_span_source,
@@ -75,10 +75,10 @@ def _id_bits(draw: ShardDraw) -> int:
     return max(1, (int(draw.shard_sizes.sum()) - 1).bit_length())
 
 
-def _all_units(units: Units) -> RowSpans:
+def _all_units(units: Units) -> CanonicalRow:
     """Every unit whole, in layout order, as one row of spans."""
     count = len(units.size)
-    return RowSpans(shard_span_source(units), np.arange(count),
+    return CanonicalRow(shard_span_source(units), np.arange(count),
                     np.zeros(count, np.int64), units.size, _id_bits(units.draw))
 
 
@@ -135,7 +135,7 @@ def canonical_layout(draw: ShardDraw, shards: np.ndarray, *, num_canonical_nodes
     rows = np.empty((num_rows, width), dtype)
     for row in range(num_rows):
         length = int(spans.row_lengths[row])
-        row_spans = RowSpans(source, *spans.row(row), _id_bits(draw))
+        row_spans = CanonicalRow(source, *spans.row(row), _id_bits(draw))
         if algo is None:
             row_spans.write_to(rows[row, :length])
         else:

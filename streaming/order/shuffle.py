@@ -1,9 +1,9 @@
 """Shuffle algorithms: a registry, and the built-in ones registered in it.
 
 A shuffle decides the order of the samples inside one canonical node's *row* (see ``layout``):
-it gets the row as ``RowSpans`` (runs of consecutive sample ids, each from one shard) and writes a
-permutation of those ids into ``out``. Everything else (which shards a node owns, how rows become
-batches and devices) is shared by all algorithms. The built-ins:
+it gets the row as a ``CanonicalRow`` (runs of consecutive sample ids, each from one shard) and
+writes a permutation of those ids into ``out``. Everything else (which shards a node owns, how
+rows become batches and devices) is shared by all algorithms. The built-ins:
 
 * ``py1s``: the row's spans in random order, samples shuffled within each span;
 * ``py2s``: like py1s, after a run-level shuffle inside every unit (so a unit cut by a row
@@ -35,15 +35,15 @@ from streaming.order.checks import check_choice, check_int
 from streaming.order.keysort import interval_groups, place_by_keys
 from streaming.order.units import SpanSource
 
-__all__ = ['EpochShuffle', 'RowShuffle', 'RowSpans', 'ShuffleAlgo', 'unregister_shuffle',
+__all__ = ['CanonicalRow', 'EpochShuffle', 'RowShuffle', 'ShuffleAlgo',
            'default_num_canonical_nodes', 'default_shuffle_block_size', 'get_shuffle',
-           'register_shuffle', 'shuffle_names']
+           'register_shuffle', 'shuffle_names', 'unregister_shuffle']
 
 # Samples handled per step when filling a row (bounds temporary memory).
 _CHUNK = 1 << 21
 
 
-class RowSpans:
+class CanonicalRow:
     """One canonical node's share of an epoch: spans of sample ids, in row order.
 
     Span ``i`` is ``length[i]`` consecutive samples of one unit (a whole shard, or a shard's
@@ -69,9 +69,9 @@ class RowSpans:
         return self.source(self.unit[first:last], self.begin[first:last],
                            self.length[first:last])
 
-    def take(self, order: np.ndarray) -> RowSpans:
+    def take(self, order: np.ndarray) -> CanonicalRow:
         """These spans in the order ``order`` (e.g. ``rng.permutation(row.num_spans)``)."""
-        return RowSpans(self.source, self.unit[order], self.begin[order], self.length[order],
+        return CanonicalRow(self.source, self.unit[order], self.begin[order], self.length[order],
                         self.id_bits)
 
     def write_to(self, out: np.ndarray) -> None:
@@ -85,7 +85,7 @@ class RowSpans:
 
 
 # (row, out, block_size, rng): write a permutation of the row's ids into ``out``.
-RowShuffle = Callable[[RowSpans, np.ndarray, int, np.random.Generator], None]
+RowShuffle = Callable[[CanonicalRow, np.ndarray, int, np.random.Generator], None]
 # (ids, rng): permute all of an epoch's ids in place.
 EpochShuffle = Callable[[np.ndarray, np.random.Generator], None]
 
@@ -187,7 +187,7 @@ def default_num_canonical_nodes(shuffle_algo: str, num_physical_nodes: int) -> i
 
 
 # ---- the built-in algorithms --------------------------------------------------------------------
-def _shuffle_spans(row: RowSpans, out: np.ndarray, block_size: int,
+def _shuffle_spans(row: CanonicalRow, out: np.ndarray, block_size: int,
                    rng: np.random.Generator) -> None:
     """py1s, py2s: spans in random order, each span's samples shuffled in place."""
     row = row.take(rng.permutation(row.num_spans))
@@ -195,7 +195,7 @@ def _shuffle_spans(row: RowSpans, out: np.ndarray, block_size: int,
                   id_bits=row.id_bits)
 
 
-def _shuffle_windows(row: RowSpans, out: np.ndarray, block_size: int,
+def _shuffle_windows(row: CanonicalRow, out: np.ndarray, block_size: int,
                      rng: np.random.Generator) -> None:
     """py1e: each span's samples spread over a window of about ``block_size``."""
     row = row.take(rng.permutation(row.num_spans))
@@ -220,7 +220,7 @@ def _block_lengths(total: int, block_size: int, rng: np.random.Generator,
     return np.diff(ends, prepend=0)
 
 
-def _shuffle_in_blocks(row: RowSpans, out: np.ndarray, block_size: int,
+def _shuffle_in_blocks(row: CanonicalRow, out: np.ndarray, block_size: int,
                        rng: np.random.Generator, randomized: bool) -> None:
     """Spans in random order laid out, then samples shuffled within each block."""
     row.take(rng.permutation(row.num_spans)).write_to(out)
@@ -234,13 +234,13 @@ def _shuffle_in_blocks(row: RowSpans, out: np.ndarray, block_size: int,
                   id_bits=row.id_bits)
 
 
-def _shuffle_fixed_blocks(row: RowSpans, out: np.ndarray, block_size: int,
+def _shuffle_fixed_blocks(row: CanonicalRow, out: np.ndarray, block_size: int,
                           rng: np.random.Generator) -> None:
     """py1b: blocks of exactly ``block_size``."""
     _shuffle_in_blocks(row, out, block_size, rng, randomized=False)
 
 
-def _shuffle_random_blocks(row: RowSpans, out: np.ndarray, block_size: int,
+def _shuffle_random_blocks(row: CanonicalRow, out: np.ndarray, block_size: int,
                            rng: np.random.Generator) -> None:
     """py1br: a random first block, then blocks of [0.75, 1.25] x ``block_size``."""
     _shuffle_in_blocks(row, out, block_size, rng, randomized=True)
