@@ -87,3 +87,29 @@ def test_unknown_and_builtin_names_are_refused() -> None:
         register_shuffle('py1e', lambda row, out, block, rng: None)
     with pytest.raises(ValueError, match='exactly one'):
         register_shuffle('both')
+
+
+@pytest.mark.parametrize('uses_block_size', [True, False])
+def test_only_shuffles_that_use_the_block_size_get_it_capped_by_the_cache(
+        tmp_path, uses_block_size) -> None:
+    import warnings
+
+    from streaming.order import register_shuffle
+    register_shuffle('blocky', _in_order, uses_block_size=uses_block_size)
+    try:
+        remote = write_ids(str(tmp_path / 'remote'), 600, size_limit=1 << 11)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'),
+                                       batch_size=4, shuffle=True, shuffle_algo='blocky',
+                                       cache_limit=1 << 14)
+        capped = [w for w in caught if 'shuffle_block_size' in str(w.message)]
+        assert bool(capped) == uses_block_size
+        assert (dataset.effective_block_size() < 1 << 18) == uses_block_size
+        assert sorted(int(s['id']) for s in dataset) == list(range(600))
+    finally:
+        unregister_shuffle('blocky')
+
+
+def _in_order(row, out, block_size, rng) -> None:
+    row.write_to(out)
