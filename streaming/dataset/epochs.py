@@ -26,7 +26,7 @@ _SESSIONS = 64  # Sessions remembered per rank; only the current one is ever loo
 
 
 def epoch_arrays(local_world_size: int) -> dict[str, tuple[str, tuple]]:
-    """The shared arrays the epoch state needs, for the namespace to create."""
+    """The shared arrays the epoch state needs, for the ``SharedDir`` to create."""
     ranks = local_world_size
     return {'next_epoch': ('int64', (ranks,)), 'resume_applied': ('int64', (ranks,)),
             'current_epoch': ('int64', (ranks, 2)),
