@@ -126,7 +126,7 @@ def list_shards(remote: str, *, prefix: str = 'train', num_shards: int | None = 
     and checksums. Without it: shards ``0 .. num_shards - 1`` by name, or, with no
     ``num_shards``, those found by listing ``remote``. ``ids``: whether shards have sidecars.
     """
-    from streaming.storage import fetch_bytes
+    from streaming.storage.download import fetch_bytes
     if manifest:
         url = _join(remote, MANIFEST)
         try:

@@ -21,7 +21,7 @@ from streaming.tokens.format import (
     window_ids,
 )
 from streaming.tokens.sampler import EpochSampler, WindowDrawSampler, window_seed
-from tests.tokens.conftest import SEQ, tokens_for, write_dataset
+from tests.tokens.conftest import tokens_for, write_dataset
 
 
 def test_header_is_what_numpy_writes_and_reads(tmp_path) -> None:
