@@ -14,7 +14,7 @@ _NAMES = {
     'Manifest': 'format', 'ShardEntry': 'format', 'FileEntry': 'format',
     'TokenFormatError': 'format', 'read_npy_layout': 'format', 'window_ids': 'format',
     'token_name': 'format', 'ids_name': 'format',
-    'TokenWindowDataset': 'dataset',
+    'TokenWindowDataset': 'dataset', 'MDSTokenWindows': 'mds',
     'EpochSampler': 'sampler', 'WindowDrawSampler': 'sampler', 'window_seed': 'sampler',
     'RemoteShard': 'store', 'ShardStore': 'store', 'ShardWaitTimeout': 'store',
     'ShardRotation': 'rotation', 'DiskBudgetError': 'rotation',
