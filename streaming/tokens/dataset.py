@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 from typing import Any, Iterator
 
@@ -46,6 +47,7 @@ class TokenWindowDataset:
         self._check(expected)
         self._tokens: np.ndarray | None = None
         self._ids: np.ndarray | None = None
+        self._tensor: Any = None
 
     def _check(self, expected: ShardEntry | None) -> None:
         whole = self.num_tokens // self.seq_len
@@ -71,14 +73,27 @@ class TokenWindowDataset:
     # ---- mapping (lazy, and dropped when pickled to a DataLoader worker) ------------------
     @property
     def tokens(self) -> np.ndarray:
-        """All tokens of the shard as a copy-on-write memory map in the file's dtype."""
+        """All tokens of the shard: a copy-on-write memory map in the file's dtype.
+
+        A plain ndarray over the mapping (not an ``np.memmap``, whose slicing is slow).
+        """
         if self._tokens is None:
             if self.num_tokens == 0:
                 self._tokens = np.empty(0, self.layout.dtype)
             else:
-                self._tokens = np.memmap(self.path, self.layout.dtype, 'c', self.layout.offset,
-                                         (self.num_tokens,))
+                with open(self.path, 'rb') as f:
+                    mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+                self._tokens = np.frombuffer(mapping, self.layout.dtype, self.num_tokens,
+                                             self.layout.offset)
         return self._tokens
+
+    @property
+    def tensor(self) -> Any:
+        """All tokens as one torch tensor sharing the mapping (windows are slices of it)."""
+        if self._tensor is None:
+            import torch
+            self._tensor = torch.from_numpy(self.tokens)
+        return self._tensor
 
     @property
     def ids(self) -> np.ndarray | None:
@@ -91,34 +106,35 @@ class TokenWindowDataset:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state['_tokens'] = state['_ids'] = None
+        state['_tokens'] = state['_ids'] = state['_tensor'] = None
         return state
 
     def close(self) -> None:
         """Drop the mappings (they are re-created on the next access)."""
-        self._tokens = self._ids = None
+        self._tokens = self._ids = self._tensor = None
 
     # ---- access -----------------------------------------------------------------------------
     def __len__(self) -> int:
         return self.num_windows
 
-    def window(self, index: int) -> np.ndarray:
-        """Window ``index`` as a numpy view (no copy)."""
+    def _start(self, index: int) -> int:
         index = int(index)
         if index < 0:
             index += self.num_windows
         if not 0 <= index < self.num_windows:
             raise IndexError(f'window {index} out of range for {self.path} '
                              f'({self.num_windows} windows of {self.seq_len}).')
-        start = index * self.seq_len
+        return index * self.seq_len
+
+    def window(self, index: int) -> np.ndarray:
+        """Window ``index`` as a numpy view (no copy)."""
+        start = self._start(index)
         return self.tokens[start:start + self.seq_len + self.labels]
 
     def __getitem__(self, index: int) -> Any:
-        array = self.window(index)
-        if not self.as_tensor:
-            return array
-        import torch
-        return torch.from_numpy(array)
+        start = self._start(index)
+        source = self.tensor if self.as_tensor else self.tokens
+        return source[start:start + self.seq_len + self.labels]
 
     def __iter__(self) -> Iterator[Any]:
         for index in range(self.num_windows):
