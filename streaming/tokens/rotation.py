@@ -183,11 +183,18 @@ class ShardRotation:
                              f'this rotation has {len(self.shards)}.')
         self.started = int(state['started'])
 
-    def close(self) -> None:
-        """Stop prefetching (a download in flight finishes in the background)."""
+    def close(self, wait: bool = False) -> None:
+        """Stop prefetching; queued shards are dropped.
+
+        A download in flight finishes in the background (it cannot be cut short), or before
+        returning with ``wait=True``.
+        """
         self._closed = True
-        if self._thread is not None:
+        thread = self._thread
+        if thread is not None:
             self._queue.put(None)
+            if wait:
+                thread.join()
         if self.dataset_ is not None:
             self.dataset_.close()
 
