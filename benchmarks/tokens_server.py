@@ -3,17 +3,21 @@
 ``/BUCKET/KEY`` serves ``root/KEY`` (any bucket), ranges at the cost of the range, with the
 two limits object stores have: ``per_connection`` bytes/s on each response, and ``aggregate``
 bytes/s shared by all responses (a token bucket). Requests are not authenticated, so boto3 (and
-our S3 backend) talk to it with any credentials. Standard library only.
+our S3 backend) talk to it with any credentials. Built on the storage tests' loopback server.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tests.storage import servers  # noqa: E402
 
 SLICE = 256 << 10
 
@@ -38,18 +42,17 @@ class Limits:
             time.sleep(start - now)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = 'HTTP/1.1'
-
-    def log_message(self, *args: object) -> None:
-        pass
+class _Handler(servers.Quiet):
+    def _owner(self) -> ObjectServer:
+        return self.server.owner  # type: ignore[attr-defined]
 
     def _path(self) -> str | None:
         parts = unquote(urlparse(self.path).path).lstrip('/').split('/', 1)
         if len(parts) < 2:
             return None
-        path = os.path.realpath(os.path.join(self.server.root, parts[1]))  # type: ignore[attr-defined]
-        return path if path.startswith(self.server.root) and os.path.isfile(path) else None  # type: ignore[attr-defined]
+        root = self._owner().root
+        path = os.path.realpath(os.path.join(root, parts[1]))
+        return path if path.startswith(root) and os.path.isfile(path) else None
 
     def _missing(self) -> None:
         body = b'<?xml version="1.0"?><Error><Code>NoSuchKey</Code></Error>'
@@ -93,7 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header('ETag', self._etag(path))
         self.send_header('Last-Modified', self.date_time_string(int(os.path.getmtime(path))))
         self.end_headers()
-        limits: Limits = self.server.limits  # type: ignore[attr-defined]
+        limits = self._owner().limits
         began = time.monotonic()
         try:
             with open(path, 'rb') as f:
@@ -107,38 +110,20 @@ class _Handler(BaseHTTPRequestHandler):
                         if ahead > 0:
                             time.sleep(ahead)
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            pass  # The client went away (e.g. a cancelled part).
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64
-
-
-class ObjectServer:
+class ObjectServer(servers.Threaded):
     """Serve ``root`` on a free loopback port until ``stop()``."""
 
     def __init__(self, root: str, per_connection: float = 0, aggregate: float = 0) -> None:
-        self.server = _Server(('127.0.0.1', 0), _Handler)
-        self.server.root = os.path.realpath(root)  # type: ignore[attr-defined]
+        self.root = os.path.realpath(root)
         self.limits = Limits(per_connection, aggregate)
-        self.server.limits = self.limits  # type: ignore[attr-defined]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f'http://127.0.0.1:{self.server.server_address[1]}'
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(_Handler)
 
 
 def main() -> None:
     """``python benchmarks/tokens_server.py ROOT PER_CONNECTION AGGREGATE``: prints the URL."""
-    import sys
     server = ObjectServer(sys.argv[1], float(sys.argv[2]), float(sys.argv[3]))
     print(server.url, flush=True)
     try:

@@ -96,8 +96,9 @@ class ShardRotation:
         self._resident: OrderedDict[int, int] = OrderedDict()  # position -> reserved bytes
         self._events: dict[int, threading.Event] = {}
         self._errors: dict[int, BaseException] = {}
+        self._evicting: set[int] = set()  # Queued for eviction by the fetcher.
         self._lock = threading.Lock()
-        self._queue: queue.Queue[int | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[int, list[int]] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._closed = False
         if downloader:
@@ -167,12 +168,16 @@ class ShardRotation:
                             consumed=consumed, **kwargs)
 
     def loader(self, batch_size: int, *, seed: int = 0, step: int | None = None,
-               **kwargs: Any) -> Any:
-        """A ``torch.utils.data.DataLoader`` over the active shard with ``sampler(...)``."""
-        from torch.utils.data import DataLoader
-        return DataLoader(self.dataset, batch_size=batch_size,
-                          sampler=self.sampler(seed=seed, step=step, batch_size=batch_size),
-                          **kwargs)
+               drop_last: bool = False, **kwargs: Any) -> Any:
+        """A ``torch.utils.data.DataLoader`` of batches over the active shard.
+
+        Batches are ``(batch_size, window)`` tensors in ``sampler(...)``'s order, each
+        gathered in one copy (``TokenWindowDataset.batch``).
+        """
+        from torch.utils.data import BatchSampler, DataLoader
+        batches = BatchSampler(self.sampler(seed=seed, step=step, batch_size=batch_size),
+                               batch_size, drop_last)
+        return DataLoader(self.dataset, batch_size=None, sampler=batches, **kwargs)
 
     def state_dict(self) -> dict[str, Any]:
         return {'started': self.started, 'num_shards': len(self.shards)}
@@ -231,15 +236,19 @@ class ShardRotation:
             self._schedule(position)
 
     def _make_current(self, position: int) -> None:
+        if position in self._evicting:
+            self._drain()  # Its files are about to be deleted: let that happen first.
         with self._lock:
-            reserved = self._reserve(position, {position} | set(self._events))
-        if not reserved:
+            victims = self._reserve(position, {position} | set(self._events))
+        if victims is None:
             self._drain()  # Let the downloads in flight end, then make room among them.
             with self._lock:
-                if not self._reserve(position, {position}):
-                    raise DiskBudgetError(
-                        f'disk_budget={self.disk_budget} / keep={self.keep} cannot hold shard '
-                        f'{self.shards[position].index} ({self._size(position)} bytes).')
+                victims = self._reserve(position, {position})
+            if victims is None:
+                raise DiskBudgetError(
+                    f'disk_budget={self.disk_budget} / keep={self.keep} cannot hold shard '
+                    f'{self.shards[position].index} ({self._size(position)} bytes).')
+        self._evict(victims)
         event = self._events.get(position)
         if event is not None:
             event.wait()
@@ -257,16 +266,19 @@ class ShardRotation:
             if target in protect:
                 break
             with self._lock:
-                if not self._reserve(target, protect | set(self._events)):
+                victims = self._reserve(target, protect | set(self._events))
+                if victims is None:
                     logger.info('Not prefetching shard %d yet: the disk budget is full.',
                                 self.shards[target].index)
                     break
                 protect.add(target)
-                if self.store.ready(self.shards[target]) or target in self._events:
+                if target in self._events or (not victims and
+                                              self.store.ready(self.shards[target])):
                     continue
                 self._events[target] = threading.Event()
+                self._evicting.update(victims)
             self._ensure_thread()
-            self._queue.put(target)
+            self._queue.put((target, victims))  # Evicted by the fetcher, off the swap's path.
 
     def _drain(self) -> None:
         for event in list(self._events.values()):
@@ -301,34 +313,42 @@ class ShardRotation:
         """Bytes reserved on disk: every shard there or downloading, at its full size."""
         return sum(self._resident.values())
 
-    def _fits(self, extra: int, count: int) -> bool:
+    def _fits(self, extra: int, count: int, leaving: list[int]) -> bool:
         if self.keep is not None and count > self.keep:
             return False
-        return self.disk_budget is None or self.used() + extra <= self.disk_budget
+        freed = sum(self._resident[p] for p in leaving)
+        return self.disk_budget is None or self.used() - freed + extra <= self.disk_budget
 
-    def _reserve(self, position: int, protect: set[int]) -> bool:
-        """Make ``position`` resident, evicting least recently used shards not in ``protect``.
+    def _reserve(self, position: int, protect: set[int]) -> list[int] | None:
+        """Make room for ``position`` among the resident shards.
 
-        False if the budget cannot hold it without evicting a protected one.
+        Returns the least recently used shards (never one in ``protect``) that must be
+        evicted first, already dropped from the accounting, or None if the budget cannot hold
+        ``position`` without evicting a protected one. The caller deletes them (``_evict``).
         """
         if position in self._resident:
             self._resident.move_to_end(position)
-            return True
+            return []
         need = self._size(position)
-        while not self._fits(need, len(self._resident) + 1):
-            victim = next((p for p in self._resident if p not in protect), None)
+        resident = [p for p in self._resident]
+        victims: list[int] = []
+        while not self._fits(need, len(resident) - len(victims) + 1, victims):
+            victim = next((p for p in resident if p not in protect and p not in victims),
+                          None)
             if victim is None:
-                return False
-            self._evict(victim)
+                return None
+            victims.append(victim)
+        for victim in victims:
+            del self._resident[victim]
         self._resident[position] = need
-        return True
+        return victims
 
-    def _evict(self, position: int) -> None:
-        shard = self.shards[position]
-        logger.info('Evicting shard %d (%s) to stay within the disk budget.', shard.index,
-                    shard.tokens_name)
-        self.store.remove(shard)
-        del self._resident[position]
+    def _evict(self, victims: list[int]) -> None:
+        for position in victims:
+            shard = self.shards[position]
+            logger.info('Evicting shard %d (%s) to stay within the disk budget.', shard.index,
+                        shard.tokens_name)
+            self.store.remove(shard)
 
     # ---- the background fetcher -------------------------------------------------------------
     def _ensure_thread(self) -> None:
@@ -339,11 +359,14 @@ class ShardRotation:
 
     def _fetcher(self) -> None:
         while True:
-            position = self._queue.get()
-            if position is None or self._closed:
+            item = self._queue.get()
+            if item is None or self._closed:
                 return
+            position, victims = item
             started = time.monotonic()
             try:
+                self._evict(victims)
+                self._evicting.difference_update(victims)
                 self.store.fetch(self.shards[position])
                 logger.info('Prefetched shard %d in %.1fs.', self.shards[position].index,
                             time.monotonic() - started)

@@ -19,7 +19,26 @@ def _check_rank(rank: int, world_size: int) -> None:
         raise ValueError(f'rank {rank} must lie in [0, world_size={world_size}).')
 
 
-class EpochSampler:
+class _Resumable:
+    """Iteration over ``indices()`` from position ``consumed`` on."""
+
+    consumed: int
+
+    def indices(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return max(0, len(self.indices()) - self.consumed)
+
+    def __iter__(self) -> Iterator[int]:
+        for index in self.indices()[self.consumed:]:
+            yield int(index)
+
+    def set_consumed(self, consumed: int) -> None:
+        self.consumed = int(consumed)
+
+
+class EpochSampler(_Resumable):
     """Every window exactly once per epoch, over all ranks.
 
     The epoch's order is a permutation of ``range(num_windows)`` seeded by ``(seed, epoch)``
@@ -58,18 +77,8 @@ class EpochSampler:
             share = share[:self.num_windows // self.world_size]
         return share
 
-    def __len__(self) -> int:
-        return max(0, len(self.indices()) - self.consumed)
-
-    def __iter__(self) -> Iterator[int]:
-        for index in self.indices()[self.consumed:]:
-            yield int(index)
-
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self.consumed = int(epoch), 0
-
-    def set_consumed(self, consumed: int) -> None:
-        self.consumed = int(consumed)
 
     def state_dict(self) -> dict[str, Any]:
         return {'epoch': self.epoch, 'consumed': self.consumed, 'seed': self.seed}
@@ -86,7 +95,7 @@ def window_seed(uid: int, window: int) -> int:
     return ((int(uid) * 1_000_003) ^ int(window)) & 0xFFFFFFFF
 
 
-class WindowDrawSampler:
+class WindowDrawSampler(_Resumable):
     """A fresh random pool of windows for every training window, the same on every machine.
 
     For training window ``window`` of participant ``uid``, ``pool_size`` distinct indices are
@@ -117,18 +126,8 @@ class WindowDrawSampler:
     def indices(self, window: int | None = None) -> np.ndarray:
         return self.pool(window)[self.rank::self.world_size]
 
-    def __len__(self) -> int:
-        return max(0, len(self.indices()) - self.consumed)
-
-    def __iter__(self) -> Iterator[int]:
-        for index in self.indices()[self.consumed:]:
-            yield int(index)
-
     def set_window(self, window: int) -> None:
         self.window, self.consumed = int(window), 0
-
-    def set_consumed(self, consumed: int) -> None:
-        self.consumed = int(consumed)
 
     def state_dict(self) -> dict[str, Any]:
         return {'uid': self.uid, 'window': self.window, 'consumed': self.consumed}

@@ -194,3 +194,24 @@ def test_dataloader_workers_split_a_rank_exactly_once(tmp_path, seq) -> None:
             got += [int(row[0]) for row in batch]
     starts = sorted(int(ds[i][0]) for i in range(len(ds)))
     assert sorted(got) == starts
+
+
+def test_batches_are_gathered_in_one_copy(tmp_path, seq) -> None:
+    from torch.utils.data import BatchSampler, DataLoader
+    out = str(tmp_path / 'ds')
+    write_dataset(out, shards=1, windows=20, dtype='uint16')
+    tokens = os.path.join(out, token_name('train', 0))
+    ds = TokenWindowDataset(tokens, seq_len=seq)
+    batch = ds[[3, 0, 7]]
+    assert batch.dtype == torch.uint16 and batch.shape == (3, seq)
+    assert torch.equal(batch, torch.stack([ds[3], ds[0], ds[7]]))
+    labelled = TokenWindowDataset(tokens, seq_len=seq, labels=True, as_tensor=False)
+    assert np.array_equal(labelled.batch(np.array([18, 2])),
+                          np.stack([labelled[18], labelled[2]]))
+    with pytest.raises(IndexError, match='0, 20'):
+        ds[[1, 20]]
+    loader = DataLoader(ds, batch_size=None, num_workers=2,
+                        sampler=BatchSampler(EpochSampler(len(ds), seed=1), 6, False))
+    rows = torch.cat(list(loader))
+    assert rows.shape == (20, seq)
+    assert sorted(int(r[0]) for r in rows) == sorted(int(ds[i][0]) for i in range(20))
