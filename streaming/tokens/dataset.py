@@ -48,6 +48,7 @@ class TokenWindowDataset:
         self._tokens: np.ndarray | None = None
         self._ids: np.ndarray | None = None
         self._tensor: Any = None
+        self._rows: np.ndarray | None = None
 
     def _check(self, expected: ShardEntry | None) -> None:
         whole = self.num_tokens // self.seq_len
@@ -88,6 +89,16 @@ class TokenWindowDataset:
         return self._tokens
 
     @property
+    def rows(self) -> np.ndarray:
+        """The windows as a read-only ``(num_windows, window)`` view of the tokens."""
+        if self._rows is None:
+            isize = self.layout.dtype.itemsize
+            self._rows = np.lib.stride_tricks.as_strided(
+                self.tokens, (self.num_windows, self.seq_len + self.labels),
+                (self.seq_len * isize, isize), writeable=False)
+        return self._rows
+
+    @property
     def tensor(self) -> Any:
         """All tokens as one torch tensor sharing the mapping (windows are slices of it)."""
         if self._tensor is None:
@@ -106,12 +117,12 @@ class TokenWindowDataset:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state['_tokens'] = state['_ids'] = state['_tensor'] = None
+        state['_tokens'] = state['_ids'] = state['_tensor'] = state['_rows'] = None
         return state
 
     def close(self) -> None:
         """Drop the mappings (they are re-created on the next access)."""
-        self._tokens = self._ids = self._tensor = None
+        self._tokens = self._ids = self._tensor = self._rows = None
 
     # ---- access -----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -146,15 +157,11 @@ class TokenWindowDataset:
         each list of a ``BatchSampler`` here when built with ``batch_size=None``
         (``ShardRotation.loader`` does so).
         """
-        order = np.asarray(indices, dtype=np.int64)
-        if order.size and (order.min() < 0 or order.max() >= self.num_windows):
+        try:
+            out = np.take(self.rows, indices, axis=0)
+        except IndexError:
             raise IndexError(f'window indices must lie in [0, {self.num_windows}) for '
-                             f'{self.path}; got {int(order.min())}..{int(order.max())}.')
-        isize = self.layout.dtype.itemsize
-        rows = np.lib.stride_tricks.as_strided(
-            self.tokens, (self.num_windows, self.seq_len + self.labels),
-            (self.seq_len * isize, isize), writeable=False)
-        out = np.take(rows, order, axis=0)
+                             f'{self.path}; got {list(indices)[:8]}...') from None
         if not self.as_tensor:
             return out
         import torch

@@ -31,8 +31,7 @@ class _Resumable:
         return max(0, len(self.indices()) - self.consumed)
 
     def __iter__(self) -> Iterator[int]:
-        for index in self.indices()[self.consumed:]:
-            yield int(index)
+        yield from self.indices()[self.consumed:].tolist()
 
     def set_consumed(self, consumed: int) -> None:
         self.consumed = int(consumed)
