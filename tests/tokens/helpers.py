@@ -25,10 +25,16 @@ class DiskMonitor:
                     total += item.stat().st_size
         return total
 
+    def sample(self) -> int:
+        """Take one sample now (also called by the test between steps); returns it."""
+        usage = self.usage()
+        self.peak = max(self.peak, usage)
+        self.samples += 1
+        return usage
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, self.usage())
-            self.samples += 1
+            self.sample()
             self._stop.wait(self.interval)
 
     def __enter__(self) -> DiskMonitor:
