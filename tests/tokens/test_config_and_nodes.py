@@ -1,5 +1,5 @@
-"""R2 configuration from the source project's variables, several nodes on one directory,
-waiting ranks' deadline, MDS token columns, and a light ``import streaming``."""
+"""R2 configuration from the source project's variables, waiting ranks' deadline, MDS token
+columns, and a light ``import streaming``."""
 
 from __future__ import annotations
 
@@ -76,45 +76,6 @@ def test_incomplete_r2_settings_name_the_variables(monkeypatch) -> None:
     with pytest.raises(ConfigError, match='DATASET_BINS_PATH'):
         remote_from_env({})
     assert remote_from_env({'DATASET_BINS_PATH': 's3://b/tokenized'}) == 's3://b/tokenized'
-
-
-@pytest.mark.parametrize('shared', [True, False], ids=['shared-filesystem', 'lock-only'])
-def test_two_nodes_on_one_shared_directory_fetch_each_shard_once(tmp_path, shared) -> None:
-    """Two processes, each local rank 0 of its own node, on one directory (a shared
-    filesystem): with ``shared_filesystem`` only rank 0 downloads; without it both try, and the
-    per-shard lock lets only one of them fetch each file."""
-    remote = str(tmp_path / 'remote')
-    write_dataset(remote, 3, 64)
-    local = str(tmp_path / 'shared')
-    script = f'''
-import sys, json
-from streaming.tokens import ShardRotation, list_shards
-from streaming.world import World
-rank = int(sys.argv[1])
-shards, _ = list_shards({remote!r})
-rotation = ShardRotation(shards, {local!r}, seq_len={SEQ}, keep=None, prefetch=2,
-                         world=World(rank, 2, 0, 1), shared_filesystem={shared})
-firsts = []
-for _ in range(3):
-    firsts.append(int(rotation.dataset.tokens[0]))
-    rotation.advance()
-print(json.dumps({{'downloader': rotation.downloader, 'firsts': firsts}}))
-'''
-    env = {**os.environ, 'PYTHONPATH': os.getcwd()}
-    procs = [subprocess.Popen([sys.executable, '-c', script, str(rank)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for rank in range(2)]
-    outs = [p.communicate(timeout=120) for p in procs]
-    for proc, (_, err) in zip(procs, outs):
-        assert proc.returncode == 0, err[-3000:]
-    import json
-    results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
-    assert [r['downloader'] for r in results] == ([True, False] if shared else [True, True])
-    for r in results:
-        assert r['firsts'] == [int(tokens_for(k, 1)[0]) for k in range(3)]
-    names = sorted(n for n in os.listdir(local) if not n.startswith('.'))
-    assert names == sorted([f'train_{k:06d}.npy' for k in range(3)] +
-                           [f'sample_ids_{k:06d}.bin' for k in range(3)])
 
 
 def test_a_waiting_rank_fails_when_nothing_progresses(tmp_path) -> None:

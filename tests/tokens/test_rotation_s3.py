@@ -1,5 +1,6 @@
 """Rotation against moto's S3 server standing in for R2, through the fault-injecting proxy:
-faults during prefetch, kill -9 mid-prefetch then restart, real ranks sharing one directory."""
+faults during prefetch, kill -9 mid-prefetch then restart, real ranks sharing one directory,
+two nodes on one shared directory."""
 
 from __future__ import annotations
 
@@ -43,10 +44,6 @@ def proxied(s3, moto, monkeypatch):
     yield make
     for proxy in made:
         proxy.stop()
-
-
-def token_path(proxy: servers.FaultProxy, index: int) -> str:
-    return next(path for (_, path) in proxy.counts if path.endswith(f'train_{index:06d}.npy'))
 
 
 def gets(proxy: servers.FaultProxy, index: int) -> int:
@@ -201,4 +198,45 @@ def test_ranks_share_one_node_directory_with_one_download(proxied, tmp_path) -> 
                    for i in r[s]['indices']]
         assert len(windows) == len(set(windows))  # no window twice within a visit
     for index in range(3):  # every object fetched exactly once for the node
+        assert gets(proxy, index) == 1, (index, proxy.counts)
+
+
+_NODE = """
+import json, sys
+from streaming.tokens import ShardRotation, list_shards
+from streaming.world import World
+remote, local, rank, shared = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == '1'
+shards, _ = list_shards(remote)
+rotation = ShardRotation(shards, local, seq_len=SEQ_LEN, keep=None, prefetch=2,
+                         world=World(rank, 2, 0, 1), shared_filesystem=shared, timeout=10.0)
+firsts = []
+for _ in range(4):
+    firsts.append(int(rotation.dataset.tokens[0]))
+    rotation.advance()
+rotation.close(wait=True)
+print(json.dumps({'downloader': rotation.downloader, 'firsts': firsts}))
+""".replace('SEQ_LEN', str(SEQ))
+
+
+@pytest.mark.parametrize('shared', [True, False], ids=['shared-filesystem', 'lock-only'])
+def test_two_nodes_on_one_shared_directory_fetch_each_shard_once(proxied, tmp_path,
+                                                                 shared) -> None:
+    """Two processes, each local rank 0 of its own node, on one directory (a shared
+    filesystem): with ``shared_filesystem`` only rank 0 downloads; without it both try, and the
+    per-shard lock lets one of them fetch each file while the other waits."""
+    remote, proxy = proxied(3, 4096)  # 256 KiB shards
+    local = str(tmp_path / 'shared')
+    env = _job_env(proxy)
+    procs = [subprocess.Popen([sys.executable, '-c', _NODE, remote, local, str(rank),
+                               '1' if shared else '0'], env=env, cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for proc, (_, err) in zip(procs, outs):
+        assert proc.returncode == 0, err[-3000:]
+    results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    assert [r['downloader'] for r in results] == ([True, False] if shared else [True, True])
+    for r in results:
+        assert r['firsts'] == [int(tokens_for(k % 3, 1)[0]) for k in range(4)]
+    for index in range(3):
         assert gets(proxy, index) == 1, (index, proxy.counts)
