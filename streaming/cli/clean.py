@@ -7,7 +7,7 @@
   --older-than seconds. A running download holds its partial file locked and keeps writing
   its temporary file, so neither is touched.
 
-Example:
+For example:
   streaming clean --cache /tmp/cache --older-than 3600
 """
 

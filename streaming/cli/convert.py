@@ -1,5 +1,7 @@
-"""Convert jsonl, csv, parquet, an image directory, WebDataset tars or a Hugging Face
-``save_to_disk`` directory to MDS (or JSON) shards.
+"""Convert jsonl, csv, parquet, images, WebDataset tars or HF datasets to MDS or JSON shards.
+
+Inputs: a jsonl or csv file, parquet files, a directory tree of images, a set of WebDataset
+``.tar`` files, or a directory written by Hugging Face ``datasets``' ``save_to_disk``.
 
 Column encodings come from the data (the Arrow schema for parquet and Hugging Face data, the
 first samples otherwise); --columns overrides some or all of them, e.g. ``--columns
@@ -7,7 +9,7 @@ image:jpeg,label:str`` (raw image bytes are stored as they are under jpeg/png). 
 the source is split over N processes, each writing a sub-dataset, merged at the end
 (``streaming.convert.write_parallel``). OUT may be a local directory or a remote URL.
 
-Example:
+For example:
   streaming convert data.jsonl /data/my-dataset --compression zstd --hashes xxh64
   streaming convert photos/ s3://bucket/photos --from images --columns image:jpeg --workers 4
 """

@@ -6,7 +6,7 @@ shards again when they were evicted (least recently used first). The estimate re
 actual sample order of every epoch (the same order StreamingDataset uses for these settings)
 through each node's cache, and also prints the simple bound: dataset bytes x nodes x epochs.
 
-Example:
+For example:
   streaming cost s3://bucket/dataset --nodes 8 --epochs 3 --cache-limit 50gb --price-per-gb 0.09
 """
 

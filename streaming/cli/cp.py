@@ -6,7 +6,7 @@ looks complete. Running the same command again skips files already at DST with t
 (and, for a local DST, the right hash), so a copy resumes where it stopped. If SRC holds
 sub-datasets (streams) instead of an index, each is copied to the same name under DST.
 
-Example:
+For example:
   streaming cp /data/my-dataset s3://bucket/my-dataset --workers 8
 """
 

@@ -4,7 +4,7 @@ URL is a dataset directory (local path or any remote URL). If it has no index.js
 subdirectories do, each is reported as a stream, with totals. For MDS, the bytes each column
 takes are measured from the shards (local data always; remote data with --scan).
 
-Example:
+For example:
   streaming inspect /data/my-dataset
   streaming inspect s3://bucket/dataset --json
 """

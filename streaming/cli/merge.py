@@ -3,7 +3,7 @@
 ROOT is a local directory or a remote URL whose subdirectories each hold a dataset (as written
 by parallel writers, Spark tasks or ``write_parallel``).
 
-Example:
+For example:
   streaming merge /data/parts
 """
 

@@ -5,7 +5,7 @@ hash; compressed files decompress to the raw size and hashes; the shard's header
 index entry (sample count, offsets, column layout). With --decode every sample is also decoded.
 Each problem is reported with the shard's file name.
 
-Example:
+For example:
   streaming validate /data/my-dataset --decode
   streaming validate gs://bucket/dataset --json
 """
