@@ -43,7 +43,12 @@ class Dataset:
         self.url = join(url, split) if split else url
         self.timeout = timeout
         self._scratch: tempfile.TemporaryDirectory | None = None
-        self.index = load_index(self.fetch(INDEX_BASENAME))
+        try:
+            path = self.fetch(INDEX_BASENAME)
+        except FileNotFoundError:
+            raise CLIError(f'No {INDEX_BASENAME} at {self.url}: not a dataset directory (or '
+                           f'split).') from None
+        self.index = load_index(path)
 
     @property
     def remote(self) -> bool:
