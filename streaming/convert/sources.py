@@ -350,8 +350,8 @@ def infer_columns(source: Source, fmt: str = 'mds', given: dict[str, str] | None
             for name, value in sample.items():
                 if name not in columns and value is not None:
                     columns[name] = _value_encoding(value, fmt)
-    columns.update(given or {})
     unknown = sorted(set(given or {}) - set(columns))
+    columns.update(given or {})
     if unknown:
         raise ValueError(f'--columns names {unknown}, which {source.path} does not have; its '
                          f'columns are {sorted(columns)}.')
