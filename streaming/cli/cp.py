@@ -79,9 +79,20 @@ def _copy_file(src: str, dst: str, info: dict[str, Any] | None, scratch: str,
 
 
 def copy_dataset(src: str, dst: str, args: Any) -> dict[str, Any]:
+    from streaming.storage import get_backend
     ds = Dataset(src, timeout=args.timeout)
-    files = [(info['basename'], info) for entry in ds.index['shards']
-             for _, info in shard_files(entry)]
+    files = []
+    for entry in ds.index['shards']:
+        infos = dict(shard_files(entry))
+        for key, info in infos.items():
+            if key.startswith('raw') and key.replace('raw', 'zip') in infos:
+                # Compressed datasets often keep only the compressed file: copy what exists.
+                url = join(src, info['basename'])
+                try:
+                    get_backend(url).stat(url, timeout=args.timeout)
+                except FileNotFoundError:
+                    continue
+            files.append((info['basename'], info))
     ds.close()
     total = sum(info['bytes'] for _, info in files)
     sent = 0
