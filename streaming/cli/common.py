@@ -105,13 +105,18 @@ def find_datasets(url: str, split: str | None = None) -> list[str]:
     return found or [base]
 
 
+def show_progress(args: Any) -> bool:
+    """Whether to draw bars: stderr is a terminal (or STREAMING_PROGRESS=1), no --no-progress."""
+    wanted = sys.stderr.isatty() or os.environ.get('STREAMING_PROGRESS') == '1'
+    return wanted and not getattr(args, 'no_progress', False)
+
+
 def progress(args: Any, iterable: Iterable | None = None, total: int | None = None,
              desc: str = '', unit: str = 'it') -> Any:
-    """A tqdm bar on stderr, if it is a terminal (or STREAMING_PROGRESS=1), unless --no-progress."""
+    """A tqdm bar on stderr when ``show_progress(args)``."""
     from tqdm import tqdm
-    wanted = sys.stderr.isatty() or os.environ.get('STREAMING_PROGRESS') == '1'
     return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr,
-                disable=getattr(args, 'no_progress', False) or not wanted, leave=False)
+                disable=not show_progress(args), leave=False)
 
 
 def emit(args: Any, data: Any, text: str) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from streaming.cli.common import CLIError, Dataset, emit, progress
+from streaming.cli.common import CLIError, Dataset, emit, progress, show_progress
 
 HELP = 'convert jsonl/csv/parquet/images/webdataset/HF datasets to MDS or JSON shards'
 KINDS = ('jsonl', 'csv', 'parquet', 'images', 'webdataset', 'hf')
@@ -59,7 +59,7 @@ def _write(source: Any, args: argparse.Namespace, columns: dict[str, str],
     if args.workers > 1:
         from streaming.convert.parallel import write_parallel
         write_parallel(source, args.out, columns=columns, workers=args.workers,
-                       writer=args.format, progress_bar=not args.no_progress, **kwargs)
+                       writer=args.format, progress_bar=show_progress(args), **kwargs)
         return
     from streaming.format import JSONWriter, MDSWriter
     cls = MDSWriter if args.format == 'mds' else JSONWriter

@@ -4,7 +4,9 @@ Each node downloads the shards its samples live in. With a cache that holds the 
 a node downloads each shard it touches once per run; a smaller --cache-limit makes it download
 shards again when they were evicted (least recently used first). The estimate replays the
 actual sample order of every epoch (the same order StreamingDataset uses for these settings)
-through each node's cache, and also prints the simple bound: dataset bytes x nodes x epochs.
+through each node's cache, evicting the least recently used shard as the reference does (so
+it is an upper estimate for this library's cache), and also prints the simple baseline of
+every node downloading the whole dataset every epoch (dataset bytes x nodes x epochs).
 
 For example:
   streaming cost s3://bucket/dataset --nodes 8 --epochs 3 --cache-limit 50gb --price-per-gb 0.09
@@ -98,9 +100,9 @@ def estimate(shards: list[dict[str, Any]], args: Any) -> dict[str, Any]:
     result = {'shards': len(shards), 'dataset_bytes': dataset_bytes, 'nodes': args.nodes,
               'epochs': args.epochs, 'cache_limit': limit, 'egress_per_epoch': per_epoch,
               'egress_bytes': sum(per_epoch),
-              'upper_bound_bytes': dataset_bytes * args.nodes * args.epochs}
+              'baseline_bytes': dataset_bytes * args.nodes * args.epochs}
     if args.price_per_gb is not None:
-        result['cost'] = round(sum(per_epoch) / (1 << 30) * args.price_per_gb, 2)
+        result['cost'] = round(sum(per_epoch) / (1 << 30) * args.price_per_gb, 6)
     return result
 
 
@@ -120,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
         f'run: {r["nodes"]} node(s) x {r["epochs"]} epoch(s), cache limit '
         f'{human_bytes(r["cache_limit"]) if r["cache_limit"] else "none"}',
         'egress per epoch: ' + ', '.join(human_bytes(b) for b in r['egress_per_epoch']),
-        f'total egress: {human_bytes(r["egress_bytes"])}{cost} (upper bound, dataset x nodes x '
-        f'epochs: {human_bytes(r["upper_bound_bytes"])})'])
+        f'total egress: {human_bytes(r["egress_bytes"])}{cost}',
+        f'baseline (every node downloads the dataset every epoch): '
+        f'{human_bytes(r["baseline_bytes"])}'])
     emit(args, r, text)
     return 0

@@ -98,12 +98,18 @@ def summarize(ds: Dataset, args: Any) -> dict[str, Any]:
     return summary
 
 
+def _counts(counts: dict[str, int]) -> str:
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ', '.join(f'{k} ({n} shards)' for k, n in counts.items())
+
+
 def _text(streams: list[dict[str, Any]], totals: dict[str, Any]) -> str:
     lines = []
     for s in streams:
         lines.append(f'{s["url"]}')
-        lines.append(f'  shards {s["shards"]}, samples {s["samples"]}, formats '
-                     f'{s["formats"]}, compression {s["compression"]}')
+        lines.append(f'  shards {s["shards"]}, samples {s["samples"]}, format '
+                     f'{_counts(s["formats"])}, compression {_counts(s["compression"])}')
         zipped = f', compressed {human_bytes(s["zip_bytes"])}' if s['zip_bytes'] else ''
         lines.append(f'  raw {human_bytes(s["raw_bytes"])}{zipped}, hashes '
                      f'{", ".join(s["hashes"]) or "none"}, size_limit {s["size_limit"]}')

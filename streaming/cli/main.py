@@ -76,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from streaming.cli.common import CLIError
     try:
         return int(args._module.run(args) or 0)
+    except BrokenPipeError:  # Output piped into a reader that stopped early (| head).
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         print(f'streaming {args.command}: interrupted', file=sys.stderr)
         return 130

@@ -31,7 +31,7 @@ __all__ = ['KINDS', 'Source', 'detect_kind', 'infer_columns', 'open_source']
 KINDS = ('jsonl', 'csv', 'parquet', 'images', 'webdataset', 'hf')
 IMAGE_EXTS = ('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff')
 _TEXT_EXTS = ('txt', 'cls', 'json')
-_SPLIT_BYTES = 1 << 20  # Smallest byte range a jsonl part gets.
+_SPLIT_BYTES = 1 << 12  # Smallest byte range a jsonl part gets.
 
 
 def _files(path: str, exts: tuple[str, ...]) -> list[str]:

@@ -40,6 +40,8 @@ def test_jsonl_to_mds_single_and_parallel(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert 'Writing 2 parts' in proc.stderr  # The one progress bar.
     assert sorted(os.listdir(tmp_path / 'two')) == ['index.json', 'part-00000', 'part-00001']
+    parts = json.load(open(tmp_path / 'two' / 'part-00001' / 'index.json'))['shards']
+    assert sum(s['samples'] for s in parts) > 100  # The file was split between the workers.
     assert _read(str(tmp_path / 'two')) == _read(str(tmp_path / 'one'))
 
 

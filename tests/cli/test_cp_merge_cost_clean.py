@@ -105,13 +105,13 @@ def test_cost(dataset) -> None:
     assert unlimited['egress_per_epoch'][1:] == [0, 0]
     r = run_json(*base, '--nodes', '2', '--epochs', '3', '--cache-limit', '4kb',
                  '--price-per-gb', '0.09')
-    assert r['upper_bound_bytes'] == zipped * 2 * 3
+    assert r['baseline_bytes'] == zipped * 2 * 3
     # A cache of two shards must fetch shards again, every epoch, as the order hops around.
     assert all(e > 0 for e in r['egress_per_epoch'])
     assert r['egress_per_epoch'][0] >= unlimited['egress_per_epoch'][0]
     assert r['egress_bytes'] == sum(r['egress_per_epoch']) and 'cost' in r
     text = run_cli(*base, '--nodes', '2').stdout
-    assert 'total egress:' in text and 'upper bound' in text
+    assert 'total egress:' in text and 'baseline' in text
     proc = run_cli(*base, '--cache-limit', '100b')
     assert proc.returncode == 1 and 'smaller than the largest shard' in proc.stderr
     proc = run_cli(*base, '--shuffle-algo', 'bogus')

@@ -32,7 +32,7 @@ def test_inspect(dataset) -> None:
     proc = run_cli('inspect', dataset)
     assert proc.returncode == 0, proc.stderr
     assert f'shards {len(shards)}, samples {N}' in proc.stdout
-    assert "compression {'zstd': " in proc.stdout and 'sha1, xxh64' in proc.stdout
+    assert 'format mds, compression zstd' in proc.stdout and 'sha1, xxh64' in proc.stdout
     report = run_json('inspect', dataset)
     stream, = report['streams']
     assert stream['samples'] == N and stream['shards'] == len(shards)
