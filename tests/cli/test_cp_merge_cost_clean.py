@@ -75,6 +75,16 @@ def test_cp_and_inspect_on_s3(tmp_path, dataset, moto) -> None:
     assert run_cli('validate', down, '--decode').returncode == 0
     got, expected = _read(down), _read(dataset)
     assert [s['text'] for s in got] == [s['text'] for s in expected] and len(got) == N
+    # convert straight to the bucket with two processes, then read it back from there.
+    src = tmp_path / 'rows.jsonl'
+    src.write_text(''.join(json.dumps({'id': i, 'text': f'row {i}'}) + '\n' for i in range(900)))
+    conv = f's3://{bucket}/datasets/converted'
+    assert run_json('convert', str(src), conv, '--workers', '2', '--size-limit', '2kb',
+                    env=env)['samples'] == 900
+    merged = run_json('inspect', conv, env=env)['streams'][0]
+    assert merged['samples'] == 900 and merged['shards'] > 2
+    run_json('cp', conv, str(tmp_path / 'conv'), env=env)
+    assert [int(s['id']) for s in _read(str(tmp_path / 'conv'))] == list(range(900))
     proc = run_cli('inspect', f's3://{bucket}/nothing-here', env=env)
     assert proc.returncode == 1 and f's3://{bucket}/nothing-here' in proc.stderr
 

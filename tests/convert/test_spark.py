@@ -11,7 +11,9 @@ import pytest
 
 from tests.convert.spark_cases import ALL_TYPES, ALL_TYPES_COLUMNS, all_types_rows, dataframe
 
-# Every test takes the ``spark`` fixture, which skips (or in CI fails) without pyspark.
+# Every test takes the ``spark`` fixture, which skips (or in CI fails) without pyspark. With
+# ``pytest --dist loadgroup`` they all run on one xdist worker, so one SparkSession serves them.
+pytestmark = pytest.mark.xdist_group('spark')
 
 
 def _read(directory: str) -> list[dict]:
