@@ -127,3 +127,44 @@ def test_cycle_finder_sees_a_cycle() -> None:
     graph = {'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}
     assert find_cycles(graph) == [['a', 'b', 'c']]
     assert find_cycles({'a': {'b'}, 'b': set()}) == []
+
+
+# The layers of docs/architecture.md: each unit (a top-level module or package of streaming/)
+# and the units it may import. Anything not listed here may import nothing of ours.
+FOUNDATION = {'_version', 'errors', 'fileio', 'util', 'indexing', 'world', 'registry'}
+ALLOWED = {
+    'errors': set(), 'fileio': set(), '_version': set(), 'indexing': set(), 'registry': set(),
+    'util': {'errors'}, 'world': {'errors'},
+    'format': FOUNDATION,
+    'storage': FOUNDATION,
+    'order': FOUNDATION,
+    'coord': FOUNDATION,
+    'writing': FOUNDATION | {'format', 'storage'},
+    'merge': FOUNDATION | {'format', 'storage'},
+    'local_dataset': FOUNDATION | {'format'},
+    'dataset': FOUNDATION | {'format', 'storage', 'order', 'coord'},
+    'dataloader': FOUNDATION | {'dataset'},
+    'tokens': FOUNDATION | {'format', 'storage', 'coord', 'local_dataset'},
+}
+# The tools and the compatibility layer sit on top and may import any layer below them.
+TOP = {'__init__', '__main__', 'cli', 'convert', 'base', 'text', 'vision', 'multimodal'}
+
+
+def _unit(module: str) -> str:
+    parts = module.split('.')
+    return parts[1] if len(parts) > 1 else '__init__'
+
+
+def test_imports_point_down_the_layers() -> None:
+    upward = []
+    for module, deps in import_graph().items():
+        unit = _unit(module)
+        if unit in TOP:
+            continue
+        assert unit in ALLOWED, f'{unit} (streaming/{unit}) has no layer in ALLOWED: add it'
+        for dep in deps:
+            target = _unit(dep)
+            if target != unit and target not in ALLOWED[unit]:
+                upward.append(f'{module} -> {dep}')
+    assert not upward, 'imports against the layers of docs/architecture.md:\n' + '\n'.join(
+        sorted(upward))

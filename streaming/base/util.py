@@ -19,7 +19,7 @@ def clean_stale_shared_memory() -> None:
     This library sweeps it by itself whenever a dataset is created, so calling this is never
     needed; it does the same sweep now.
     """
-    from streaming.coord.namespace import sweep_stale
+    from streaming.coord import sweep_stale
     sweep_stale()
 
 

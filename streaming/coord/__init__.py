@@ -1,5 +1,11 @@
-"""Node-local coordination of ranks and DataLoader workers through files in shared memory."""
+"""Node-local coordination of ranks and DataLoader workers through files in shared memory.
 
-from streaming.coord.namespace import FileLock, Namespace, make_job_token
+``SharedDir`` (one directory of shared arrays, locks and files per dataset per node),
+``FileLock`` (a kernel ``flock``) and ``make_job_token`` (the name ranks of one job agree on).
+"""
 
-__all__ = ['FileLock', 'Namespace', 'make_job_token']
+from streaming.coord.lock import FileLock
+from streaming.coord.shared_dir import SharedDir, base_dir, sweep_stale
+from streaming.coord.token import make_job_token
+
+__all__ = ['FileLock', 'SharedDir', 'base_dir', 'make_job_token', 'sweep_stale']

@@ -1,19 +1,24 @@
 """The node-wide shard cache: which shards are local, how much disk they take, and eviction.
 
-State lives in shared arrays of the dataset's namespace, so every rank and worker on the node
+State lives in shared arrays of the dataset's ``SharedDir``, so every rank and worker on the node
 sees the same cache. One process downloads a shard while the others wanting it block on that
 shard's lock (no polling). Eviction picks the least recently used local shard, and never a
 shard whose only copy is local (a stream without a remote): that would lose data.
+
+The cache is the only reader of ``cache_limit``, and keeps its own LRU bookkeeping: the read
+path calls ``read(shard, index)``, which records the access, notices evictions made by other
+processes, and prepares the shard when it is not known to be local.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 
-from streaming.coord import FileLock, Namespace
+from streaming.coord import FileLock, SharedDir
 from streaming.dataset.stream import Stream
 from streaming.format import Reader
 from streaming.format.hashing import get_hash
@@ -24,7 +29,7 @@ REMOTE, PREPARING, LOCAL = 0, 1, 2
 
 
 def cache_arrays(num_shards: int) -> dict[str, tuple[str, tuple]]:
-    """The shared arrays the cache needs, for the namespace to create."""
+    """The shared arrays the cache needs, for the ``SharedDir`` to create."""
     return {'shard_states': ('uint8', (num_shards,)),
             'shard_access': ('int64', (num_shards,)),
             'shard_generation': ('uint32', (num_shards,)),
@@ -34,34 +39,39 @@ def cache_arrays(num_shards: int) -> dict[str, tuple[str, tuple]]:
 class ShardCache:
     """Prepare (download and decompress) and evict shards under an optional byte limit."""
 
-    def __init__(self, namespace: Namespace, shards: list[Reader], streams: list[Stream],
-                 shard_streams: np.ndarray, cache_limit: int | None) -> None:
-        self.namespace = namespace
+    def __init__(self, shared: SharedDir, shards: list[Reader], streams: list[Stream],
+                 shard_streams: np.ndarray, limit: int | None) -> None:
+        self.shared = shared
         self.shards = shards
         self.streams = streams
         self.shard_streams = shard_streams
-        self.cache_limit = cache_limit
+        self.limit = limit
         self.evictable = np.array([streams[s].has_remote for s in shard_streams], bool)
-        self._lock = namespace.lock('cache')
+        self._lock = shared.lock('cache')
+        # This process's view, for the read path: may anything be evicted, which eviction
+        # generation of each shard it has mapped, and which shards it knows to be local.
+        self._any_evictable = bool(self.evictable.any())
+        self._seen_generation = [0] * len(shards)
+        self._known_local = [False] * len(shards)
 
     @property
     def states(self) -> np.ndarray:
-        return self.namespace.array('shard_states')
+        return self.shared.array('shard_states')
 
     @property
     def access(self) -> np.ndarray:
-        return self.namespace.array('shard_access')
+        return self.shared.array('shard_access')
 
     @property
     def generation(self) -> np.ndarray:
-        return self.namespace.array('shard_generation')
+        return self.shared.array('shard_generation')
 
     @property
     def usage(self) -> int:
-        return int(self.namespace.array('cache_usage')[0])
+        return int(self.shared.array('cache_usage')[0])
 
     def _add_usage(self, delta: int) -> None:
-        self.namespace.array('cache_usage')[0] += delta
+        self.shared.array('cache_usage')[0] += delta
 
     # ---- setup ----------------------------------------------------------------------------------
     def scan_local(self) -> None:
@@ -77,8 +87,8 @@ class ShardCache:
                     states[i] = LOCAL
                     usage += shard.get_persistent_size(self.streams[self.shard_streams[i]]
                                                        .safe_keep_zip)
-            self.namespace.array('cache_usage')[0] = usage
-        if self.cache_limit is not None and usage > self.cache_limit:
+            self.shared.array('cache_usage')[0] = usage
+        if self.limit is not None and usage > self.limit:
             with self._lock:
                 self._make_room(0, keep=-1)
 
@@ -106,15 +116,56 @@ class ShardCache:
 
     def check_limit(self) -> None:
         """Refuse a cache_limit that cannot hold the shards one step of iteration needs."""
-        if self.cache_limit is None or not self.shards:
+        if self.limit is None or not self.shards:
             return
         largest = max(shard.get_max_size() for shard in self.shards)
-        if self.cache_limit < 2 * largest:
-            raise ValueError(f'cache_limit={self.cache_limit} bytes is too small: the largest '
+        if self.limit < 2 * largest:
+            raise ValueError(f'cache_limit={self.limit} bytes is too small: the largest '
                              f'shard needs {largest} bytes while it is prepared, and the cache '
                              f'must hold at least two such shards ({2 * largest} bytes).')
 
+    def samples_that_fit(self, samples_per_shard: np.ndarray) -> int | None:
+        """About how many samples' shards fit in half of ``cache_limit``; None without a limit.
+
+        A block shuffle mixes about ``block_size`` consecutive samples, so the shards of one
+        block must be local at once. If they cannot fit in half the cache (the other half being
+        room for prefetching and other workers), shards would be evicted and downloaded again
+        many times per epoch; the dataset caps the block size by this.
+        """
+        if self.limit is None or not len(samples_per_shard):
+            return None
+        mean_bytes = max(float(np.mean([s.get_max_size() for s in self.shards])), 1.0)
+        shards_fit = max(int(self.limit // 2 // mean_bytes), 1)
+        return max(int(shards_fit * float(np.mean(samples_per_shard))), 1)
+
     # ---- use ------------------------------------------------------------------------------
+    def read(self, shard_id: int, index: int, retry: int = 7) -> Any:
+        """Sample ``index`` of shard ``shard_id``, preparing the shard first if needed.
+
+        Records the access for LRU eviction (with a limit), drops this process's map of a shard
+        evicted since it was mapped, and prepares again a shard evicted under the read.
+        """
+        reader = self.shards[shard_id]
+        for _ in range(retry + 1):
+            if self._any_evictable:
+                generation = int(self.generation[shard_id])
+                if generation != self._seen_generation[shard_id]:
+                    reader.close()  # Evicted since we mapped it: let the disk space go.
+                    self._seen_generation[shard_id] = generation
+                    self._known_local[shard_id] = False
+                if self.limit is not None:
+                    self.touch(shard_id)
+            if not self._known_local[shard_id]:
+                self.prepare(shard_id)
+                self._known_local[shard_id] = True
+            try:
+                return reader.get_item(index)
+            except FileNotFoundError:
+                self._known_local[shard_id] = False  # Evicted under us: prepare again.
+        hint = ' (cache_limit may be too small for the shuffle: shards are evicted before use)' \
+            if self.limit is not None else ''
+        raise RuntimeError(f'Shard {shard_id} vanished {retry + 1} times while being read{hint}.')
+
     def touch(self, shard_id: int) -> None:
         self.access[shard_id] = time.monotonic_ns()
 
@@ -135,7 +186,7 @@ class ShardCache:
                 if state == LOCAL:
                     self.touch(shard_id)
                     return True
-                shard_lock = self.namespace.lock(f'shard-{shard_id}')
+                shard_lock = self.shared.lock(f'shard-{shard_id}')
                 if state == PREPARING and shard_lock.acquire(blocking=False):
                     # Marked as being prepared, yet nobody holds its lock: the preparer died.
                     shard_lock.release()
@@ -175,14 +226,14 @@ class ShardCache:
     # ---- eviction --------------------------------------------------------------------------------
     def _make_room(self, needed: int, keep: int) -> None:
         """Evict least recently used shards until ``needed`` more bytes fit (lock held)."""
-        if self.cache_limit is None:
+        if self.limit is None:
             return
-        while self.usage + needed > self.cache_limit:
+        while self.usage + needed > self.limit:
             candidates = np.flatnonzero((self.states == LOCAL) & self.evictable)
             candidates = candidates[candidates != keep]
             if not len(candidates):
                 raise RuntimeError(
-                    f'cache_limit={self.cache_limit} bytes is too small: {self.usage} bytes are '
+                    f'cache_limit={self.limit} bytes is too small: {self.usage} bytes are '
                     f'in use by shards that cannot be evicted (being prepared, or with no remote '
                     f'to fetch them again) and {needed} more are needed; raise cache_limit to at '
                     f'least {self.usage + needed} bytes.')

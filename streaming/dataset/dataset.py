@@ -15,25 +15,64 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from torch.utils.data import IterableDataset
 
-from streaming.coord import Namespace, make_job_token
+from streaming.coord import SharedDir, make_job_token
 from streaming.dataset.cache import LOCAL, ShardCache, cache_arrays
+from streaming.dataset.config import DatasetConfig, ResumableLayout
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
 from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoch_order
-from streaming.dataset.options import DatasetOptions
 from streaming.dataset.stream import Stream, streams_registry
 from streaming.indexing import IndexingMixin
-from streaming.order.epoch import default_num_canonical_nodes, get_epoch_order
-from streaming.order.sampling import apply_weights
+from streaming.order import apply_weights, get_epoch_order, get_shuffle
 from streaming.world import World
 
 __all__ = ['StreamingDataset']
 
 
+def _setting(name: str) -> property:
+    """A read-only attribute for the setting ``name`` of ``dataset.config``."""
+    return property(lambda self: getattr(self.config, name),
+                    doc=f'The ``{name}`` setting (read from ``self.config``).')
+
+
+def _resumable(name: str) -> property:
+    """An attribute for ``name`` of ``dataset.resumable``, which resumption may change."""
+
+    def set_value(self: StreamingDataset, value: Any) -> None:
+        setattr(self.resumable, name, value)
+
+    return property(lambda self: getattr(self.resumable, name), set_value,
+                    doc=f'``{name}`` as in effect (read from ``self.resumable``).')
+
+
+def _build_streams(streams: Sequence[Stream] | None, remote: str | None, local: str | None,
+                   split: str | None, stream_name: str,
+                   stream_config: dict[str, Any] | None) -> list[Stream]:
+    """The dataset's streams: those given, or one inline stream of class ``stream_name``."""
+    if streams is not None and (remote is not None or local is not None):
+        raise ValueError('Pass either streams or remote/local, not both.')
+    if streams is None:
+        if remote is None and local is None:
+            raise ValueError('StreamingDataset needs streams, or remote and/or local.')
+        stream_cls = streams_registry.get(stream_name, None)
+        if stream_cls is None:
+            raise ValueError(f'Unknown stream_name {stream_name!r}; registered: '
+                             f'{sorted(streams_registry)}.')
+        streams = [stream_cls(remote=remote, local=local, split=split, **(stream_config or {}))]
+    if not streams:
+        raise ValueError('streams must hold at least one Stream.')
+    return list(streams)
+
+
 class StreamingDataset(IndexingMixin, IterableDataset):
     """An iterable (and randomly indexable) dataset over one or more streams of shards.
 
-    Takes the reference's arguments, with the same defaults, plus ``world``: a ``World`` for
-    launchers that set neither torch.distributed nor the RANK/WORLD_SIZE variables.
+    Takes the reference's arguments, with the same defaults, plus ``coordination_timeout``
+    (seconds a rank waits for its node's first rank to set up shared state; default 300, or
+    ``STREAMING_COORDINATION_TIMEOUT``) and ``world``: a ``World`` for launchers that set
+    neither torch.distributed nor the RANK/WORLD_SIZE variables. Every setting is validated
+    once into ``self.config`` (a ``DatasetConfig``) and readable as an attribute, as in the
+    reference; the canonical node count, seed and first run's node count, which resumption may
+    replace, are in ``self.resumable``.
     """
 
     def __init__(self, *, streams: Sequence[Stream] | None = None, remote: str | None = None,
@@ -47,56 +86,68 @@ class StreamingDataset(IndexingMixin, IterableDataset):
                  shuffle_seed: int = 9176, shuffle_block_size: int | None = None,
                  batching_method: str = 'random', allow_unsafe_types: bool = False,
                  replication: int | None = None, stream_name: str = 'stream',
-                 stream_config: dict[str, Any] | None = None, world: World | None = None) -> None:
-        options = DatasetOptions.validate(
+                 stream_config: dict[str, Any] | None = None,
+                 coordination_timeout: float | None = None, world: World | None = None) -> None:
+        self.config = DatasetConfig.from_arguments(
             epoch_size=epoch_size, predownload=predownload, cache_limit=cache_limit,
             sampling_method=sampling_method, sampling_granularity=sampling_granularity,
             partition_algo=partition_algo, num_canonical_nodes=num_canonical_nodes,
             batch_size=batch_size, shuffle=shuffle, shuffle_algo=shuffle_algo,
             shuffle_seed=shuffle_seed, shuffle_block_size=shuffle_block_size,
-            batching_method=batching_method, replication=replication)
-        self.__dict__.update(options.__dict__)
-        self.options = options
-        if streams is not None and (remote is not None or local is not None):
-            raise ValueError('Pass either streams or remote/local, not both.')
-        if streams is None:
-            if remote is None and local is None:
-                raise ValueError('StreamingDataset needs streams, or remote and/or local.')
-            stream_cls = streams_registry.get(stream_name, None)
-            if stream_cls is None:
-                raise ValueError(f'Unknown stream_name {stream_name!r}; registered: '
-                                 f'{sorted(streams_registry)}.')
-            streams = [stream_cls(remote=remote, local=local, split=split,
-                                  **(stream_config or {}))]
-        if not streams:
-            raise ValueError('streams must hold at least one Stream.')
-        defaults = {'download_retry': download_retry, 'download_timeout': download_timeout,
-                    'validate_hash': validate_hash, 'keep_zip': keep_zip}
-        for stream in streams:
-            stream.apply_default(defaults)
-        self.streams = list(streams)
+            batching_method=batching_method, replication=replication,
+            allow_unsafe_types=allow_unsafe_types, download_retry=download_retry,
+            download_timeout=download_timeout, validate_hash=validate_hash, keep_zip=keep_zip,
+            coordination_timeout=coordination_timeout)
+        self.resumable = ResumableLayout(self.config.num_canonical_nodes,
+                                         self.config.shuffle_seed)
+        # Held so that a DataLoader worker started by spawn, unpickling this dataset, has the
+        # shuffle registered even if only the parent process registered it.
+        self._shuffle_algo = get_shuffle(self.config.shuffle_algo)
+        self.streams = _build_streams(streams, remote, local, split, stream_name, stream_config)
+        for stream in self.streams:
+            stream.inherit_download_settings(self.config.stream_defaults())
         self.num_streams = len(self.streams)
-        self.allow_unsafe_types = allow_unsafe_types
         self.world = world or World.detect()
-        self.initial_physical_nodes: int | None = None
-        self._load(download_timeout)
+        self._load()
+
+    # The reference's attributes: settings (read-only) and the values resumption adopts.
+    predownload = _setting('predownload')
+    sampling_method = _setting('sampling_method')
+    sampling_granularity = _setting('sampling_granularity')
+    partition_algo = _setting('partition_algo')
+    batch_size = _setting('batch_size')
+    shuffle = _setting('shuffle')
+    shuffle_algo = _setting('shuffle_algo')
+    shuffle_block_size = _setting('shuffle_block_size')
+    batching_method = _setting('batching_method')
+    replication = _setting('replication')
+    allow_unsafe_types = _setting('allow_unsafe_types')
+    num_canonical_nodes = _resumable('num_canonical_nodes')
+    shuffle_seed = _resumable('shuffle_seed')
+    initial_physical_nodes = _resumable('initial_physical_nodes')
+
+    @property
+    def cache_limit(self) -> int | None:
+        """Bytes the node's cache may hold (None: no limit), as the cache applies it."""
+        return self.cache.limit
 
     # ---- set-up -----------------------------------------------------------------------------
-    def _load(self, timeout: float) -> None:
+    def _load(self) -> None:
         """Fetch indexes (local leader), join the node's shared state, build the shard tables."""
-        world = self.world
-        namespace = None
+        world, config = self.world, self.config
+        shared = None
         if world.is_local_leader:
             indexes = [s.get_index(fetch=True) for s in self.streams]
         key = '|'.join(f'{s.remote}>{s.local}/{s.split}' for s in self.streams)
         token = make_job_token(world, key)
         if not world.is_local_leader:
-            # The leader publishes the namespace only after fetching the indexes.
-            namespace = Namespace.create_or_join(token, world, {}, timeout=max(120.0, 4 * timeout))
+            # The leader publishes the shared directory only after fetching the indexes.
+            shared = SharedDir.create_or_join(token, world, {},
+                                              timeout=config.coordination_timeout)
             indexes = [s.get_index(fetch=False) for s in self.streams]
         shards, shard_streams = [], []
         for stream_id, (stream, index) in enumerate(zip(self.streams, indexes)):
-            for shard in stream.get_shards(index, self.allow_unsafe_types):
+            for shard in stream.get_shards(index, config.allow_unsafe_types):
                 shards.append(shard)
                 shard_streams.append(stream_id)
         self.shards = shards
@@ -115,29 +166,29 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             stream_sizes=self.samples_per_stream,
             proportion=[s.proportion for s in self.streams],
             repeat=[s.repeat for s in self.streams], choose=[s.choose for s in self.streams],
-            epoch_size=self.epoch_size, seed=self.shuffle_seed)
-        self.epoch_size = int(self.stream_choose.sum())
+            epoch_size=config.epoch_size, seed=config.shuffle_seed)
+        self.epoch_size = int(self.stream_choose.sum())  # Samples per epoch, all ranks together.
         self.length = math.ceil(self.epoch_size / self._parallel_ranks())
         arrays = {**cache_arrays(self.num_shards), **epoch_arrays(world.local_world_size)}
-        if namespace is None:
-            namespace = Namespace.create_or_join(token, world, arrays)
-        self._namespace = namespace
-        self.cache = ShardCache(self._namespace, shards, self.streams, self.stream_per_shard,
-                                self.cache_limit)
+        if shared is None:
+            shared = SharedDir.create_or_join(token, world, arrays,
+                                              timeout=config.coordination_timeout)
+        self._shared = shared
+        self.cache = ShardCache(shared, shards, self.streams, self.stream_per_shard,
+                                config.cache_limit)
         self.cache.check_limit()
         if world.is_local_leader:
             self.cache.scan_local()
-        self._epochs = EpochState(self._namespace, world.local_rank)
-        self._evictable = bool(self.cache.evictable.any())
+        self._epochs = EpochState(shared, world.local_rank)
         self._passes = 0
+        self._block_cap = self.cache.samples_that_fit(self.samples_per_shard) \
+            if config.block_size_matters else None
         self._warn_if_block_capped()
-        self._seen_generation = [0] * self.num_shards
-        self._known_local = [False] * self.num_shards
         self._fast_read = (type(self).__getitem__ is StreamingDataset.__getitem__ and
                            type(self).get_item is StreamingDataset.get_item)
 
     def _parallel_ranks(self) -> int:
-        return self.world.world_size // (self.replication or 1)
+        return self.world.world_size // (self.config.replication or 1)
 
     # ---- sizes ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -158,29 +209,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
     def get_item(self, sample_id: int, retry: int = 7) -> Any:
         """Sample ``sample_id``, downloading its shard first if needed."""
         shard_id = bisect.bisect_right(self._starts, sample_id) - 1
-        return self._read(shard_id, sample_id - self._starts[shard_id], retry)
-
-    def _read(self, shard_id: int, index: int, retry: int = 7) -> Any:
-        reader = self.shards[shard_id]
-        for _ in range(retry + 1):
-            if self._evictable:
-                generation = int(self.cache.generation[shard_id])
-                if generation != self._seen_generation[shard_id]:
-                    reader.close()  # Evicted since we mapped it: let the disk space go.
-                    self._seen_generation[shard_id] = generation
-                    self._known_local[shard_id] = False
-                if self.cache_limit is not None:
-                    self.cache.touch(shard_id)
-            if not self._known_local[shard_id]:
-                self.cache.prepare(shard_id)
-                self._known_local[shard_id] = True
-            try:
-                return reader.get_item(index)
-            except FileNotFoundError:
-                self._known_local[shard_id] = False  # Evicted under us: prepare again.
-        hint = ' (cache_limit may be too small for the shuffle: shards are evicted before use)' \
-            if self.cache_limit is not None else ''
-        raise RuntimeError(f'Shard {shard_id} vanished {retry + 1} times while being read{hint}.')
+        return self.cache.read(shard_id, sample_id - self._starts[shard_id], retry)
 
     def prepare_shard(self, shard_id: int, blocking: bool = True) -> None:
         """Download and decompress a shard into the cache."""
@@ -195,56 +224,45 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         self.cache.evict_coldest()
 
     # ---- iteration --------------------------------------------------------------------------
-    def _resolved_canonical_nodes(self) -> int:
-        if self.num_canonical_nodes is None:
-            self.num_canonical_nodes = default_num_canonical_nodes(self.shuffle_algo,
-                                                                   self.world.num_nodes)
-        return self.num_canonical_nodes
-
-    def _adopt(self, record: ResumeRecord) -> None:
-        if record.num_canonical_nodes is not None:
-            self.num_canonical_nodes = record.num_canonical_nodes
-        if record.shuffle_seed is not None:
-            self.shuffle_seed = record.shuffle_seed
-        if record.initial_physical_nodes is not None:
-            self.initial_physical_nodes = record.initial_physical_nodes
+    def _canonical_nodes(self) -> int:
+        return self.resumable.resolve_canonical_nodes(self.config.shuffle_algo,
+                                                      self.world.num_nodes)
 
     def _epoch_order(self, epoch: int, sample_in_epoch: int, world: World) -> np.ndarray:
-        if self.batch_size is None:
+        config = self.config
+        if config.batch_size is None:
             raise ValueError('StreamingDataset needs batch_size (the per-device batch size of '
                              'your DataLoader) to lay out an epoch for iteration.')
-        replication = self.replication or 1
+        replication = config.replication or 1
         if world.local_world_size % replication:
             raise ValueError(f'replication={replication} must divide the ranks per node '
                              f'({world.local_world_size}).')
         params = dict(
             shard_sizes=self.samples_per_shard, shard_streams=self.stream_per_shard,
-            stream_choose=self.stream_choose, epoch=epoch, seed=self.shuffle_seed,
-            shuffle=self.shuffle, shuffle_algo=self.shuffle_algo,
+            stream_choose=self.stream_choose, epoch=epoch, seed=self.resumable.shuffle_seed,
+            shuffle=config.shuffle, shuffle_algo=config.shuffle_algo,
             shuffle_block_size=self.effective_block_size(),
-            num_canonical_nodes=self._resolved_canonical_nodes(),
-            partition_algo=self.partition_algo, num_physical_nodes=world.num_nodes,
+            num_canonical_nodes=self._canonical_nodes(),
+            partition_algo=config.partition_algo, num_physical_nodes=world.num_nodes,
             ranks_per_node=world.local_world_size // replication,
-            workers_per_rank=world.num_workers, batch_size=self.batch_size,
-            batching_method=self.batching_method, sampling_method=self.sampling_method,
-            sampling_granularity=self.sampling_granularity, sample_in_epoch=sample_in_epoch,
-            initial_physical_nodes=self.initial_physical_nodes)
+            workers_per_rank=world.num_workers, batch_size=config.batch_size,
+            batching_method=config.batching_method, sampling_method=config.sampling_method,
+            sampling_granularity=config.sampling_granularity, sample_in_epoch=sample_in_epoch,
+            initial_physical_nodes=self.resumable.initial_physical_nodes)
         key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
-        return shared_epoch_order(self._namespace, key, lambda: get_epoch_order(**params))
+        return shared_epoch_order(self._shared, key, lambda: get_epoch_order(**params))
 
     def effective_block_size(self) -> int:
         """The shuffle block size, capped so one block's shards fit in ``cache_limit``."""
-        return self.options.block_size(self._resolved_canonical_nodes(), self._block_cap)
+        return self.config.block_size(self._canonical_nodes(), self._block_cap)
 
     def _warn_if_block_capped(self) -> None:
-        self._block_cap = self.options.block_size_cap(self.samples_per_shard,
-                                                      [s.get_max_size() for s in self.shards])
-        wanted = self.options.block_size(self._resolved_canonical_nodes(), None)
+        wanted = self.config.block_size(self._canonical_nodes())
         if self._block_cap is not None and self._block_cap < wanted:
             warnings.warn(f'shuffle_block_size {wanted} spans more shards than cache_limit='
-                          f'{self.cache_limit} bytes can hold; using {self._block_cap} so that '
+                          f'{self.cache.limit} bytes can hold; using {self._block_cap} so that '
                           f'an epoch does not re-download evicted shards over and over.',
-                          stacklevel=3)
+                          stacklevel=4)
 
     def _session_key(self) -> int:
         """A key shared by the workers of one pass over the data (see ``epochs``)."""
@@ -258,16 +276,17 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         world = self.world.with_worker()
         epoch, sample_in_epoch, record = self._epochs.begin_session(self._session_key())
         if record is not None:
-            self._adopt(record)
+            self.resumable.adopt(record)
         order = self._epoch_order(epoch, sample_in_epoch, world)
         # A view of the shared order; padding (-1) is dropped chunk by chunk while iterating.
-        mine = order[world.node, world.local_rank // (self.replication or 1),
+        mine = order[world.node, world.local_rank // (self.config.replication or 1),
                      world.worker].reshape(-1)
         prefetcher = None
         if self.cache.states.min() != LOCAL:  # Some shard may need downloading.
             prefetcher = Prefetcher(self.cache, mine, self.sample_offset_per_shard,
-                                    self.predownload)
-        read = self._read if self._fast_read else None  # Else a subclass's override is used.
+                                    self.config.predownload)
+        # The cache's read unless a subclass overrides get_item/__getitem__: then that is used.
+        read = self.cache.read if self._fast_read else None
         return iterate_samples(mine, self.sample_offset_per_shard, read, self.__getitem__,
                                prefetcher)
 
@@ -277,12 +296,13 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         epoch, start = self._epochs.current()
         return {'epoch': epoch,
                 'sample_in_epoch': num_samples if from_beginning else start + num_samples,
-                'num_canonical_nodes': self._resolved_canonical_nodes(),
-                'shuffle_seed': self.shuffle_seed,
-                'initial_physical_nodes': self.initial_physical_nodes or self.world.num_nodes}
+                'num_canonical_nodes': self._canonical_nodes(),
+                'shuffle_seed': self.resumable.shuffle_seed,
+                'initial_physical_nodes': self.resumable.initial_physical_nodes or
+                self.world.num_nodes}
 
     def load_state_dict(self, obj: dict[str, Any]) -> None:
         """Resume from ``obj`` at the next iteration, even if this dataset was iterated."""
         record = ResumeRecord.from_state(obj)
-        self._adopt(record)
+        self.resumable.adopt(record)
         self._epochs.publish_resume(record)

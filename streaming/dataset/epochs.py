@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from streaming.coord import Namespace
+from streaming.coord import SharedDir
 from streaming.fileio import atomic_write
 
 __all__ = ['EpochState', 'epoch_arrays', 'ResumeRecord']
@@ -26,7 +26,7 @@ _SESSIONS = 64  # Sessions remembered per rank; only the current one is ever loo
 
 
 def epoch_arrays(local_world_size: int) -> dict[str, tuple[str, tuple]]:
-    """The shared arrays the epoch state needs, for the namespace to create."""
+    """The shared arrays the epoch state needs, for the ``SharedDir`` to create."""
     ranks = local_world_size
     return {'next_epoch': ('int64', (ranks,)), 'resume_applied': ('int64', (ranks,)),
             'current_epoch': ('int64', (ranks, 2)),
@@ -65,19 +65,19 @@ class ResumeRecord:
 class EpochState:
     """The epoch counter, sessions and pending resume record of one rank of one dataset."""
 
-    def __init__(self, namespace: Namespace, local_rank: int) -> None:
-        self.namespace = namespace
+    def __init__(self, shared: SharedDir, local_rank: int) -> None:
+        self.shared = shared
         self.rank = local_rank
 
     def _array(self, name: str) -> Any:
-        return self.namespace.array(name)
+        return self.shared.array(name)
 
     def _resume_path(self) -> str:
-        return self.namespace.file(f'resume-{self.rank}.json')
+        return self.shared.file_path(f'resume-{self.rank}.json')
 
     def publish_resume(self, record: ResumeRecord) -> None:
         """Make this rank's next session resume from ``record``."""
-        with self.namespace.lock('epoch'):
+        with self.shared.lock('epoch'):
             generation = int(self._array('resume_generation')[0]) + 1
             atomic_write(self._resume_path(),
                          json.dumps({'generation': generation, **asdict(record)}))
@@ -98,7 +98,7 @@ class EpochState:
     def begin_session(self, key: int) -> tuple[int, int, ResumeRecord | None]:
         """(epoch, samples to skip, resume record applied) for the session ``key``."""
         rank = self.rank
-        with self.namespace.lock('epoch'):
+        with self.shared.lock('epoch'):
             sessions = self._array('sessions')[rank]
             for stored_key, epoch, start in sessions.tolist():
                 if stored_key == key:

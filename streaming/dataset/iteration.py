@@ -10,14 +10,14 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from streaming.coord import Namespace
+from streaming.coord import SharedDir
 from streaming.dataset.cache import ShardCache
 from streaming.fileio import atomic_open
 
 __all__ = ['shared_epoch_order', 'Prefetcher', 'iterate_samples', 'shard_chunks']
 
 
-def shared_epoch_order(namespace: Namespace, params: dict[str, Any],
+def shared_epoch_order(shared: SharedDir, params: dict[str, Any],
                        compute: Callable[[], np.ndarray]) -> np.ndarray:
     """The epoch's sample order, computed once per node and memory-mapped by everyone else.
 
@@ -25,14 +25,14 @@ def shared_epoch_order(namespace: Namespace, params: dict[str, Any],
     ``params``; the others block on a lock meanwhile, then map that file read-only.
     """
     key = hashlib.sha1(repr(sorted(params.items())).encode()).hexdigest()[:20]
-    path = namespace.file(f'order-{key}.npy')
+    path = shared.file_path(f'order-{key}.npy')
     if not os.path.exists(path):
-        with namespace.lock('order'):
+        with shared.lock('order'):
             if not os.path.exists(path):
                 order = compute()
                 with atomic_open(path) as file:
                     np.save(file, order)
-                for old in glob.glob(namespace.file('order-*.npy')):
+                for old in glob.glob(shared.file_path('order-*.npy')):
                     if old != path:  # Maps of old orders stay valid after the unlink.
                         os.remove(old)
     return np.load(path, mmap_mode='r')

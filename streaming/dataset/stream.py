@@ -15,10 +15,18 @@ from streaming.registry import TypedRegistry
 from streaming.storage.download import download_file, hash_check
 from streaming.storage.registry import is_remote_url
 
-__all__ = ['Stream', 'streams_registry']
+__all__ = ['Stream', 'check_download_settings', 'streams_registry']
 
 _DEFAULTS = {'download_retry': 2, 'download_timeout': 60.0, 'validate_hash': None,
              'keep_zip': False}
+
+
+def check_download_settings(download_retry: int | None, download_timeout: float | None) -> None:
+    """Refuse a negative retry count or a non-positive timeout (None means unset)."""
+    if download_retry is not None and download_retry < 0:
+        raise ValueError(f'download_retry must be >= 0, got {download_retry}.')
+    if download_timeout is not None and download_timeout <= 0:
+        raise ValueError(f'download_timeout must be > 0, got {download_timeout}.')
 
 
 def _join(root: str, *parts: str) -> str:
@@ -53,10 +61,7 @@ class Stream:
         for name, value in weights.items():
             if value < 0:
                 raise ValueError(f'Stream {name} must be non-negative, got {value}.')
-        if download_retry is not None and download_retry < 0:
-            raise ValueError(f'download_retry must be >= 0, got {download_retry}.')
-        if download_timeout is not None and download_timeout <= 0:
-            raise ValueError(f'download_timeout must be > 0, got {download_timeout}.')
+        check_download_settings(download_retry, download_timeout)
         self.remote = remote
         self.split = split or ''
         if local is None:
@@ -66,10 +71,10 @@ class Stream:
         self.proportion, self.repeat, self.choose = proportion, repeat, choose
         self._given = {'download_retry': download_retry, 'download_timeout': download_timeout,
                        'validate_hash': validate_hash, 'keep_zip': keep_zip}
-        self.apply_default({})
+        self.inherit_download_settings({})
 
-    def apply_default(self, defaults: dict[str, Any]) -> None:
-        """Fill the download settings this stream left unset from the dataset's."""
+    def inherit_download_settings(self, defaults: dict[str, Any]) -> None:
+        """Fill the download settings this stream left unset from ``defaults`` (the dataset's)."""
         for name, default in _DEFAULTS.items():
             value = self._given[name]
             if value is None:
@@ -77,6 +82,10 @@ class Stream:
             setattr(self, name, value)
         # A compressed copy is kept when the remote is the local dir itself or there is none.
         self.safe_keep_zip = self.keep_zip or self.remote in (None, self.local)
+
+    def apply_default(self, default: dict[str, Any]) -> None:
+        """The reference's name for ``inherit_download_settings`` (other keys are ignored)."""
+        self.inherit_download_settings(default)
 
     @property
     def has_remote(self) -> bool:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from streaming.order.layout import Layout
 from streaming.order.rng import TAG_BATCH_ORIGINS, TAG_DEVICE_BATCHES, make_rng
-from streaming.order.shuffle import Layout
 
 __all__ = ['BATCHING_METHODS', 'EpochStream', 'device_per_stream_batching', 'per_stream_batching',
            'random_batching', 'stratified_batching', 'stratified_counts']
@@ -34,7 +34,7 @@ BATCHING_METHODS = ('random', 'stratified', 'per_stream', 'device_per_stream')
 
 @dataclass(frozen=True)
 class EpochStream:
-    """An epoch stream as ``partition.lay_out`` deals it.
+    """An epoch stream as ``partition.deal_to_devices`` deals it.
 
     ``read(a, b)`` gives items ``a:b`` of ``length``, each ``atom_width`` samples wide; item 0 is
     at absolute stream position ``start``.

@@ -1,8 +1,9 @@
 """One epoch's sample order for every node, rank, worker and batch: the single entry point.
 
 ``get_epoch_order`` is a pure function of arrays and settings: it draws each shard's samples
-(``sampling``), deals them to canonical nodes and shuffles each node's row (``shuffle``), turns
-the rows into one epoch stream (``batching``) and deals that stream to devices (``partition``).
+(``sampling``), deals them to canonical nodes and shuffles each node's row (``layout``, with a
+registered ``shuffle``), turns the rows into one epoch stream (``batching``) and deals that
+stream to devices (``partition``).
 """
 
 from __future__ import annotations
@@ -18,31 +19,13 @@ from streaming.order.batching import (
     stratified_batching,
     stratified_counts,
 )
-from streaming.order.partition import check_partition, lay_out
+from streaming.order.checks import check_choice, check_int
+from streaming.order.layout import Layout, canonical_layout
+from streaming.order.partition import check_partition, deal_to_devices
 from streaming.order.sampling import draw_shards
-from streaming.order.shuffle import (
-    SHUFFLE_ALGOS,
-    Layout,
-    canonical_layout,
-    default_shuffle_block_size,
-)
+from streaming.order.shuffle import default_shuffle_block_size, get_shuffle
 
-__all__ = ['default_num_canonical_nodes', 'get_epoch_order']
-
-
-def default_num_canonical_nodes(shuffle_algo: str, num_physical_nodes: int) -> int:
-    """The reference's default: 64 per node for ``py1s``/``py2s``, else one per node."""
-    return num_physical_nodes * (64 if shuffle_algo in ('py1s', 'py2s') else 1)
-
-
-def _check_int(name: str, value: int, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f'`{name}` must be an int >= {minimum}, got {value!r}')
-
-
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f'`{name}` must be one of {allowed}, got {value!r}')
+__all__ = ['get_epoch_order']
 
 
 def _as_counts(name: str, values: np.ndarray) -> np.ndarray:
@@ -73,8 +56,8 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
         epoch: the epoch number; with ``seed`` it selects the draw and the order.
         seed: the run's seed; the same (seed, epoch) always gives the same order.
         shuffle: whether to shuffle (else units are read in dataset order).
-        shuffle_algo: ``naive``, ``py1b``, ``py1br``, ``py1e``, ``py1s`` or ``py2s`` (see
-            ``streaming.order.shuffle``).
+        shuffle_algo: a registered shuffle: ``naive``, ``py1b``, ``py1br``, ``py1e``, ``py1s``,
+            ``py2s`` or one added with ``register_shuffle`` (see ``streaming.order.shuffle``).
         shuffle_block_size: window of the block shuffles; default
             ``max(4_000_000 // num_canonical_nodes, 1 << 18)``.
         num_canonical_nodes: the run's fixed node count that the order is built for.
@@ -113,13 +96,13 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
                                  ('batch_size', batch_size, 1),
                                  ('sampling_granularity', sampling_granularity, 1),
                                  ('sample_in_epoch', sample_in_epoch, 0)):
-        _check_int(name, value, minimum)
+        check_int(name, value, minimum)
     if shuffle_block_size is not None:
-        _check_int('shuffle_block_size', shuffle_block_size, 1)
+        check_int('shuffle_block_size', shuffle_block_size, 1)
     if initial_physical_nodes is not None:
-        _check_int('initial_physical_nodes', initial_physical_nodes, 1)
-    _check_choice('shuffle_algo', shuffle_algo, SHUFFLE_ALGOS)
-    _check_choice('batching_method', batching_method, BATCHING_METHODS)
+        check_int('initial_physical_nodes', initial_physical_nodes, 1)
+    get_shuffle(shuffle_algo)  # Raises for an unregistered name, shuffling or not.
+    check_choice('batching_method', batching_method, BATCHING_METHODS)
     check_partition(partition_algo=partition_algo, num_canonical_nodes=num_canonical_nodes,
                     num_physical_nodes=num_physical_nodes,
                     initial_physical_nodes=initial_physical_nodes)
@@ -159,7 +142,7 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
             num_devices=num_devices, shuffle=shuffle, seed=seed, epoch=epoch,
             sample_in_epoch=sample_in_epoch)
     per_batch = 1 if stream.atom_width > 1 else batch_size
-    return lay_out(stream.read, stream.length, start=stream.start,
-                   num_physical_nodes=num_physical_nodes, ranks_per_node=ranks_per_node,
-                   workers_per_rank=workers_per_rank, batch_size=per_batch,
-                   atom_width=stream.atom_width)
+    return deal_to_devices(stream.read, stream.length, start=stream.start,
+                           num_physical_nodes=num_physical_nodes, ranks_per_node=ranks_per_node,
+                           workers_per_rank=workers_per_rank, batch_size=per_batch,
+                           atom_width=stream.atom_width)

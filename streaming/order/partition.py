@@ -25,7 +25,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ['PARTITION_ALGOS', 'check_partition', 'global_batches', 'lay_out']
+from streaming.order.checks import check_choice
+
+__all__ = ['PARTITION_ALGOS', 'check_partition', 'deal_to_devices', 'global_batches']
 
 PARTITION_ALGOS = ('orig', 'relaxed')
 
@@ -43,9 +45,7 @@ def check_partition(*, partition_algo: str, num_canonical_nodes: int, num_physic
     ``initial_physical_nodes`` nodes: the global batches are unchanged; only download locality
     is lost.
     """
-    if partition_algo not in PARTITION_ALGOS:
-        raise ValueError(f'`partition_algo` must be one of {PARTITION_ALGOS}, '
-                         f'got {partition_algo!r}')
+    check_choice('partition_algo', partition_algo, PARTITION_ALGOS)
     canonical, physical = num_canonical_nodes, num_physical_nodes
     if canonical % physical == 0 or physical % canonical == 0:
         return
@@ -83,7 +83,7 @@ def _write_last(out: np.ndarray, values: np.ndarray, first_node: int, batch: int
         values[source]
 
 
-def lay_out(read: Callable[[int, int], np.ndarray], length: int, *, start: int,
+def deal_to_devices(read: Callable[[int, int], np.ndarray], length: int, *, start: int,
             num_physical_nodes: int, ranks_per_node: int, workers_per_rank: int,
             batch_size: int, atom_width: int = 1) -> np.ndarray:
     """Deal stream positions ``start + [0, length)`` to devices, global batch by global batch.

@@ -17,7 +17,7 @@ TAG_DRAW_BALANCED = 3  # draw_shards with sampling_method='balanced'
 TAG_SHARD_ORDER = 4  # which shards each canonical node owns (fixed for the run)
 TAG_UNIT_PRESHUFFLE = 5  # py2s: run-level shuffle inside each unit
 TAG_NODE_SHUFFLE = 6  # per canonical node, per epoch: span order, keys, block sizes
-TAG_NAIVE = 7  # naive: one global permutation per epoch
+TAG_WHOLE_EPOCH = 7  # whole-epoch shuffles (naive): one global permutation per epoch
 TAG_BATCH_ORIGINS = 8  # per_stream: which stream each global batch comes from
 TAG_DEVICE_BATCHES = 9  # device_per_stream: order of device batches within a canonical node
 

@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from streaming.order.checks import check_choice, check_int
 from streaming.order.rng import TAG_DRAW_BALANCED, TAG_DRAW_FIXED, TAG_WEIGHTS, make_rng
 
 __all__ = ['SAMPLING_METHODS', 'ShardDraw', 'apply_weights', 'draw_shards']
@@ -220,11 +221,8 @@ def draw_shards(shard_sizes: np.ndarray, shard_streams: np.ndarray, stream_choos
     each shard contributing a sorted random subset. ``balanced`` draws anew every epoch;
     ``fixed`` draws the same shards and samples every epoch.
     """
-    if sampling_method not in SAMPLING_METHODS:
-        raise ValueError(f'`sampling_method` must be one of {SAMPLING_METHODS}, '
-                         f'got {sampling_method!r}')
-    if sampling_granularity < 1:
-        raise ValueError(f'`sampling_granularity` must be positive, got {sampling_granularity}')
+    check_choice('sampling_method', sampling_method, SAMPLING_METHODS)
+    check_int('sampling_granularity', sampling_granularity, 1)
     sizes = np.asarray(shard_sizes, dtype=np.int64)
     streams = np.asarray(shard_streams, dtype=np.int64)
     choose = np.asarray(stream_choose, dtype=np.int64)

@@ -2,7 +2,8 @@
 
 A *unit* is one whole-shard copy or one shard's partial subset (see ``sampling.ShardDraw``). Units
 are laid end to end and the line is cut into equal rows, one per canonical node; a unit cut by a
-row boundary becomes two *spans*. Nothing here holds per-sample arrays except ``gather``'s output.
+row boundary becomes two *spans*. Nothing here holds per-sample arrays except what a
+``SpanSource`` returns.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from streaming.order.sampling import ShardDraw
 
-__all__ = ['SpanSource', 'Spans', 'Units', 'gather_from', 'gather_materialized', 'make_units',
+__all__ = ['SpanSource', 'Spans', 'Units', 'array_span_source', 'make_units', 'shard_span_source',
            'split_rows']
 
 # (span units, begins within unit, lengths) -> the spans' global sample ids, end to end
@@ -105,7 +106,7 @@ def _ragged_arange(offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + np.repeat(offsets - (ends - lengths), lengths)
 
 
-def gather_from(units: Units) -> SpanSource:
+def shard_span_source(units: Units) -> SpanSource:
     """A span source reading each unit's ids from its shard (whole copy) or its drawn subset."""
     subset_offsets = units.draw.subset_offsets
 
@@ -123,7 +124,7 @@ def gather_from(units: Units) -> SpanSource:
     return gather
 
 
-def gather_materialized(ids_in_unit_order: np.ndarray, units: Units) -> SpanSource:
+def array_span_source(ids_in_unit_order: np.ndarray, units: Units) -> SpanSource:
     """A span source reading from an array holding every unit's ids, units end to end."""
     unit_starts = np.cumsum(units.size) - units.size
 

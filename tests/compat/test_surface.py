@@ -18,11 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SURFACE = os.path.join(HERE, 'reference_surface.json')
 
 # Modules of the reference that we do not provide, each with the reason. Nothing else may fail.
-NOT_PROVIDED = {
-    # Owned by the converters helper (issue 11); listed here until that branch is merged.
-    'streaming.base.converters': 'owned by the Spark-converter work (issue 11)',
-    'streaming.base.converters.dataframe_to_mds': 'owned by the Spark-converter work (issue 11)',
-}
+NOT_PROVIDED: dict[str, str] = {}
 # The reference's copies of Google's BERT pre-training scripts: they need TensorFlow and absl and
 # are research scripts, not library code.
 RESEARCH_SCRIPTS = (

@@ -14,7 +14,7 @@ import threading
 import time
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.coord.namespace import _base_dir
+from streaming.coord import base_dir
 from tests.dataset.launch import REPO, global_batches, run_job
 
 
@@ -29,7 +29,7 @@ def test_train_and_eval_over_the_same_data_in_one_process(remote_ids, tmp_path) 
         eval_ids += b['id'].tolist()
     assert sorted(train_ids) == sorted(eval_ids) == list(range(960))
     assert train_ids != eval_ids  # One shuffles, the other does not.
-    assert train._namespace.path != evaluate._namespace.path
+    assert train._shared.path != evaluate._shared.path
 
 
 def test_concurrent_jobs_share_a_cache_directory(remote_ids, tmp_path) -> None:
@@ -71,7 +71,7 @@ def test_rerun_after_kill_9_needs_no_cleanup(remote_ids, tmp_path) -> None:
     while not (tmp_path / 'progress0').exists():
         assert victim.poll() is None and time.monotonic() < deadline, 'job never started'
         time.sleep(0.05)
-    before = set(glob.glob(os.path.join(_base_dir(), 'streaming-*')))
+    before = set(glob.glob(os.path.join(base_dir(), 'streaming-*')))
     os.killpg(victim.pid, signal.SIGKILL)  # The rank and its DataLoader workers, mid-epoch.
     victim.wait()
     stale = [p for p in before if os.path.exists(p) and _owned_by(p, victim.pid)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -156,7 +157,49 @@ def test_no_state_left_in_shared_memory_after_exit(remote_ids, tmp_path) -> None
     import sys
     code = ('from streaming import StreamingDataset as D; import sys; '
             f'd = D(remote={remote_ids!r}, local={str(tmp_path / "c")!r}, batch_size=4); '
-            'print(d._namespace.path); sum(1 for _ in d)')
+            'print(d._shared.path); sum(1 for _ in d)')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out and not os.path.exists(out)
+
+
+def test_coordination_timeout_is_its_own_setting(remote_ids, tmp_path, monkeypatch) -> None:
+    from streaming.dataset.config import DEFAULT_COORDINATION_TIMEOUT
+    monkeypatch.delenv('STREAMING_COORDINATION_TIMEOUT', raising=False)
+    dataset = StreamingDataset(remote=remote_ids, local=str(tmp_path / 'c'), download_timeout=1)
+    assert dataset.config.coordination_timeout == DEFAULT_COORDINATION_TIMEOUT  # Not 4 x 1 s.
+    follower = World(rank=1, world_size=2, local_rank=1, local_world_size=2)  # No leader runs.
+    for kwargs, env in (({'coordination_timeout': 0.4}, None), ({}, '0.4')):
+        if env:
+            monkeypatch.setenv('STREAMING_COORDINATION_TIMEOUT', env)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match='coordination_timeout'):
+            StreamingDataset(local=remote_ids, world=follower, **kwargs)
+        assert time.monotonic() - started < 10
+    monkeypatch.setenv('STREAMING_COORDINATION_TIMEOUT', 'soon')
+    with pytest.raises(ValueError, match='STREAMING_COORDINATION_TIMEOUT'):
+        StreamingDataset(local=remote_ids)
+    with pytest.raises(ValueError, match='coordination_timeout'):
+        StreamingDataset(local=remote_ids, coordination_timeout=0)
+
+
+def test_settings_are_attributes_read_from_one_config(remote_ids, tmp_path) -> None:
+    with pytest.warns(UserWarning, match='shuffle_block_size'):  # Capped by the cache.
+        dataset = StreamingDataset(remote=remote_ids, local=str(tmp_path / 'c'), batch_size=4,
+                                   shuffle=True, cache_limit='1mb', epoch_size=500)
+    config = dataset.config
+    assert (dataset.batch_size, dataset.predownload, dataset.shuffle, dataset.shuffle_algo,
+            dataset.cache_limit) == (4, 32, True, 'py1e', 1 << 20) == \
+        (config.batch_size, config.predownload, config.shuffle, config.shuffle_algo,
+         config.cache_limit)
+    assert dataset.epoch_size == 500 and config.epoch_size == 500
+    assert dataset.num_canonical_nodes == 1 and config.num_canonical_nodes is None  # Default.
+    with pytest.raises(AttributeError):
+        dataset.batch_size = 8  # type: ignore[misc]
+    # The values resumption adopts change in one place, ``resumable``.
+    dataset.load_state_dict({'epoch': 2, 'sample_in_epoch': 0, 'num_canonical_nodes': 3,
+                             'shuffle_seed': 5, 'initial_physical_nodes': 1})
+    assert (dataset.num_canonical_nodes, dataset.shuffle_seed, dataset.initial_physical_nodes) \
+        == (3, 5, 1) == (dataset.resumable.num_canonical_nodes, dataset.resumable.shuffle_seed,
+                         dataset.resumable.initial_physical_nodes)
+    assert config.shuffle_seed == 9176  # The configuration itself never changes.

@@ -7,6 +7,7 @@ with that batching method.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -26,7 +27,7 @@ def _work(method: str, dataset: StreamingDataset, world: World, epoch: int,
           sample_in_epoch: int) -> NDArray[np.int64]:
     if dataset.batching_method != method:
         dataset = copy.copy(dataset)
-        dataset.batching_method = method
+        dataset.config = dataclasses.replace(dataset.config, batching_method=method)
     return dataset._epoch_order(epoch, sample_in_epoch, world.to_world())
 
 

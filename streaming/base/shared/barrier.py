@@ -9,7 +9,7 @@ import numpy as np
 
 from streaming.base.constant import TICK
 from streaming.base.shared.array import SharedArray
-from streaming.coord.namespace import FileLock
+from streaming.coord import FileLock
 
 __all__ = ['SharedArray', 'SharedBarrier', 'TICK', 'TIMEOUT']
 

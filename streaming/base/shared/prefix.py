@@ -2,7 +2,7 @@
 
 With a check that no live dataset on the node streams into the same local directory.
 
-``StreamingDataset`` does not use this (its state lives in ``streaming.coord`` namespaces,
+``StreamingDataset`` does not use this (its state lives in ``streaming.coord`` shared directories,
 which never collide); it is here for user code written against the reference.
 """
 

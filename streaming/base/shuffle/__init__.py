@@ -12,8 +12,8 @@ from typing import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from streaming.order.layout import canonical_layout
 from streaming.order.sampling import draw_shards
-from streaming.order.shuffle import canonical_layout
 
 __all__ = ['algos', 'get_shuffle', 'get_shuffle_naive', 'get_shuffle_py1br', 'get_shuffle_py1e',
            'get_shuffle_py1s', 'get_shuffle_py2s']

@@ -1,25 +1,20 @@
-"""A namespace: one directory of shared state per dataset instance per node.
+"""``SharedDir``: the directory of shared state one dataset instance keeps on each node.
 
-Each dataset gets a directory under ``/dev/shm`` (or the temp dir) named by a token that only the
-processes of one job can share, so two datasets in one process, two jobs on one machine, and
-pytest-xdist workers never meet. Every rank process that uses it records its pid and start time
-there; the last one to exit removes the directory, and one whose processes are all gone
-(``kill -9``) is stale and swept by the next dataset made on the machine, so a rerun needs no
-manual cleanup.
-
-Locks are ``flock`` locks: waiting blocks in the kernel instead of polling, and a lock held by a
-killed process is released by the kernel.
+Each dataset gets a directory under ``/dev/shm`` (or the temp dir; ``STREAMING_SHM_DIR``
+overrides both) named by a token that only the processes of one job can share (see ``token``),
+so two datasets in one process, two jobs on one machine, and pytest-xdist workers never meet.
+It holds memory-mapped arrays, lock files and small files. Every process that uses it records
+its pid and start time there; the last one to exit removes the directory, and one whose
+processes are all gone (``kill -9``) is stale and swept by the next dataset made on the machine,
+so a rerun needs no manual cleanup.
 """
 
 from __future__ import annotations
 
 import atexit
-import fcntl
-import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -27,17 +22,19 @@ from typing import Any
 
 import numpy as np
 
+from streaming.coord.lock import FileLock
+from streaming.fileio import atomic_write
 from streaming.world import World
 
-__all__ = ['FileLock', 'Namespace', 'make_job_token']
+__all__ = ['SharedDir', 'base_dir', 'sweep_stale']
 
 _PREFIX = 'streaming-'
 _OWNER = 'owner.json'
 _MEMBERS = 'members'
-_instances_made = 0
 
 
-def _base_dir() -> str:
+def base_dir() -> str:
+    """Where shared directories are made: ``STREAMING_SHM_DIR``, else /dev/shm, else tmp."""
     override = os.environ.get('STREAMING_SHM_DIR')
     if override:
         return override
@@ -63,6 +60,11 @@ def _start_time(pid: int) -> str | None:
         return '?'
 
 
+def _write_pid_record(path: str) -> None:
+    """Record this process (pid and start time) at ``path``, atomically."""
+    atomic_write(path, json.dumps({'pid': os.getpid(), 'start': _start_time(os.getpid())}))
+
+
 def _alive(record_path: str) -> bool:
     """Whether the process recorded in a pid file (pid and start time) is still running."""
     try:
@@ -79,7 +81,7 @@ def _owner_alive(path: str) -> bool:
 
 
 def _members_alive(path: str) -> bool:
-    """Whether any process that joined the namespace at ``path`` is still running."""
+    """Whether any process that joined the shared directory at ``path`` is still running."""
     members = os.path.join(path, _MEMBERS)
     try:
         names = os.listdir(members)
@@ -88,14 +90,9 @@ def _members_alive(path: str) -> bool:
     return any(_alive(os.path.join(members, name)) for name in names)
 
 
-def _write_pid_record(path: str) -> None:
-    with open(path, 'w') as f:
-        json.dump({'pid': os.getpid(), 'start': _start_time(os.getpid())}, f)
-
-
 def sweep_stale(base: str | None = None) -> list[str]:
-    """Remove namespaces all of whose processes are gone; returns what was removed."""
-    base = base or _base_dir()
+    """Remove shared directories all of whose processes are gone; returns what was removed."""
+    base = base or base_dir()
     removed = []
     for name in os.listdir(base):
         path = os.path.join(base, name)
@@ -107,79 +104,22 @@ def sweep_stale(base: str | None = None) -> list[str]:
     return removed
 
 
-def make_job_token(world: World, key: str) -> str:
-    """A token that every rank of this job computes identically, and no other job does.
-
-    With an initialized process group, rank 0 draws a random token and broadcasts it. Without
-    one, a single process draws its own; ranks started by a launcher derive it from the
-    launcher's rendezvous variables, which no two live jobs on a machine share.
-    """
-    global _instances_made
-    _instances_made += 1
-    if world.world_size == 1:
-        return uuid.uuid4().hex[:16]
-    dist = sys.modules.get('torch.distributed')
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        box = [uuid.uuid4().hex[:16] if dist.get_rank() == 0 else None]
-        dist.broadcast_object_list(box, src=0)
-        return str(box[0])
-    parts = [os.environ.get(name, '') for name in
-             ('MASTER_ADDR', 'MASTER_PORT', 'TORCHELASTIC_RUN_ID', 'WORLD_SIZE')]
-    parts += [str(_instances_made), key]
-    return hashlib.sha1('\0'.join(parts).encode()).hexdigest()[:16]
-
-
-class FileLock:
-    """An exclusive ``flock`` on a file; a context manager, safe across threads and processes."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fds: dict[int, int] = {}
-
-    def acquire(self, blocking: bool = True) -> bool:
-        """Take the lock; without ``blocking``, return False at once if someone holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._fds[_thread_id()] = fd
-        return True
-
-    def release(self) -> None:
-        fd = self._fds.pop(_thread_id())
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-    def __enter__(self) -> FileLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {'path': self.path, '_fds': {}}
-
-
-def _thread_id() -> int:
-    import threading
-    return threading.get_ident()
-
-
-class Namespace:
-    """The shared-state directory of one dataset on one node."""
+class SharedDir:
+    """The shared-state directory of one dataset on one node: arrays, locks and files."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._arrays: dict[str, np.ndarray] = {}
 
     @classmethod
-    def create_or_join(cls, token: str, world: World, arrays: dict[str, tuple[str, tuple]],
-                       timeout: float = 120.0) -> Namespace:
-        """The local leader creates the directory (with zeroed ``arrays``); the others wait."""
-        base = _base_dir()
+    def create_or_join(cls, token: str, world: World, arrays: dict[str, tuple[str, tuple]], *,
+                       timeout: float) -> SharedDir:
+        """The local leader creates the directory (with zeroed ``arrays``); the others join.
+
+        A joiner waits up to ``timeout`` seconds for the leader to publish it, then raises
+        TimeoutError naming the path.
+        """
+        base = base_dir()
         path = os.path.join(base, f'{_PREFIX}{token}-node{world.node}')
         if world.is_local_leader:
             sweep_stale(base)
@@ -202,13 +142,14 @@ class Namespace:
             deadline = time.monotonic() + timeout
             while not _owner_alive(path):
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f'Rank {world.rank} waited {timeout:.0f}s for local rank 0 '
-                                       f'to create shared state at {path}. Do all ranks build '
-                                       f'the same datasets in the same order?')
+                    raise TimeoutError(
+                        f'Rank {world.rank} waited {timeout:.0f}s (coordination_timeout) for '
+                        f'local rank 0 to create shared state at {path}. Do all ranks build the '
+                        f'same datasets in the same order?')
                 time.sleep(0.02)
-        namespace = cls(path)
-        namespace._join()
-        return namespace
+        shared = cls(path)
+        shared._join()
+        return shared
 
     def _join(self) -> None:
         """Record this process as a member; the last member to leave removes the directory."""
@@ -217,7 +158,7 @@ class Namespace:
         pid = os.getpid()
 
         def leave() -> None:
-            if os.getpid() != pid:  # A forked child inherited this hook: not its namespace.
+            if os.getpid() != pid:  # A forked child inherited this hook: not its directory.
                 return
             try:
                 os.remove(member)
@@ -228,17 +169,19 @@ class Namespace:
 
         atexit.register(leave)
 
-    def file(self, name: str) -> str:
+    def file_path(self, name: str) -> str:
+        """The path of the shared file ``name``."""
         return os.path.join(self.path, name)
 
     def lock(self, name: str) -> FileLock:
-        return FileLock(self.file(f'{name}.lock'))
+        """The node-wide lock ``name``."""
+        return FileLock(self.file_path(f'{name}.lock'))
 
     def array(self, name: str) -> np.ndarray:
         """A shared array created by the leader, memory-mapped once per process."""
         array = self._arrays.get(name)
         if array is None:
-            array = np.load(self.file(f'{name}.npy'), mmap_mode='r+')
+            array = np.load(self.file_path(f'{name}.npy'), mmap_mode='r+')
             self._arrays[name] = array
         return array
 

@@ -1,0 +1,349 @@
+"""Token-shard benchmarks: ranged download, swap wait, window throughput (ratios in one run).
+
+    .venv/bin/python benchmarks/tokens_bench.py                       # all three, 1 GiB download
+    .venv/bin/python benchmarks/tokens_bench.py --cases download --size 2gb
+    .venv/bin/python benchmarks/tokens_bench.py --quick               # small sizes, 1 repeat
+
+``download``: one ``--size`` file served by a loopback object server in its own process
+(``benchmarks/tokens_server.py``) that caps each connection at ``--per-connection`` bytes/s
+and all connections together at ``--aggregate`` bytes/s, as object stores do. Ours
+(``streaming.storage.download_file``: parallel ranged GETs, ``--part-size`` x
+``--concurrency``, by default s3transfer's own 8 MiB x 10) against boto3's ``download_file``
+(s3transfer, its defaults), alternating, ``--repeats`` times, both warmed up first; the limit
+is ``min(aggregate, per-connection x connections)``.
+
+``swap``: a ``ShardRotation`` over three shards of ``--shard-size`` from the same server. With
+the prefetch finished (a training window of ``--window-seconds``, longer than the download),
+the time ``advance()`` blocks, against the window's length; with the prefetch unfinished
+(swap soon after the start), the wait against the download time still remaining, and the log
+line it produces.
+
+``window``: ``--window-file`` bytes of uint32 tokens on local disk (page cache warm), read as
+shuffled batches of ``--batch`` windows of ``--seq-len`` through ``TokenWindowDataset`` + a
+``DataLoader`` (default collate), against numpy gathering the same batches from the same
+memory map into a preallocated buffer (the memory-copy limit), and a plain sequential copy.
+
+Results: printed, and written to ``benchmarks/results/tokens[-quick].json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from streaming.util import bytes_to_int  # noqa: E402
+
+MIB = 1 << 20
+
+
+def serve(root: str, per_connection: int, aggregate: int) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, 'tokens_server.py'), root,
+                             str(per_connection), str(aggregate)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    return proc, proc.stdout.readline().strip()  # type: ignore[union-attr]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.stdin.close()  # type: ignore[union-attr]
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def point_s3_at(url: str) -> None:
+    os.environ.update(S3_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID='bench', AWS_SECRET_ACCESS_KEY='bench',
+                      AWS_DEFAULT_REGION='us-east-1')
+    from streaming.storage import registry
+    registry._instances.clear()
+
+
+def random_file(path: str, size: int) -> None:
+    with open(path, 'wb') as f:
+        left = size
+        while left:
+            block = os.urandom(min(left, 64 * MIB))
+            f.write(block)
+            left -= len(block)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float('nan')
+
+
+# ---- download ---------------------------------------------------------------------------------
+def bench_download(args: argparse.Namespace, scratch: str) -> dict:
+    import boto3
+    from boto3.s3.transfer import TransferConfig
+
+    from streaming.storage import download_file
+    size = bytes_to_int(args.size)
+    per, aggregate = bytes_to_int(args.per_connection), bytes_to_int(args.aggregate)
+    root = os.path.join(scratch, 'served')
+    os.makedirs(root)
+    random_file(os.path.join(root, 'big.bin'), size)
+    random_file(os.path.join(root, 'warm.bin'), 4 * MIB)
+    proc, url = serve(root, per, aggregate)
+    point_s3_at(url)
+    os.environ['STREAMING_DOWNLOAD_PART_SIZE'] = str(bytes_to_int(args.part_size))
+    os.environ['STREAMING_DOWNLOAD_CONCURRENCY'] = str(args.concurrency)
+    client = boto3.client('s3', endpoint_url=url, aws_access_key_id='bench',
+                          aws_secret_access_key='bench', region_name='us-east-1')
+    out = os.path.join(scratch, 'out.bin')
+    boto_config = TransferConfig()
+    limit_ours = min(aggregate or float('inf'), per * args.concurrency if per else float('inf'))
+    limit_boto = min(aggregate or float('inf'),
+                     per * boto_config.max_request_concurrency if per else float('inf'))
+    print(f'download: {size / MIB:.0f} MiB, each connection capped at {per / MIB:.0f} MiB/s, '
+          f'all at {aggregate / MIB:.0f} MiB/s; ours {args.concurrency} x '
+          f'{args.part_size} parts, boto3 {boto_config.max_request_concurrency} threads x '
+          f'{boto_config.multipart_chunksize // MIB} MiB', flush=True)
+    rates: dict[str, list[float]] = {'ours': [], 'boto3': []}
+    try:
+        # Warm both (imports, clients, connection pools) on a small object, untimed.
+        download_file('s3://bench/warm.bin', out, timeout=60)
+        client.download_file('bench', 'warm.bin', out, Config=boto_config)
+        os.remove(out)
+        for _ in range(args.repeats):
+            for name in ('ours', 'boto3'):
+                started = time.perf_counter()
+                if name == 'ours':
+                    download_file('s3://bench/big.bin', out, timeout=60, size=size)
+                else:
+                    client.download_file('bench', 'big.bin', out, Config=boto_config)
+                seconds = time.perf_counter() - started
+                assert os.path.getsize(out) == size
+                os.remove(out)
+                rates[name].append(size / seconds / MIB)
+                print(f'  {name:<6} {seconds:7.2f} s  {rates[name][-1]:7.1f} MiB/s', flush=True)
+    finally:
+        stop(proc)
+        shutil.rmtree(root, ignore_errors=True)
+    ours, boto = median(rates['ours']), median(rates['boto3'])
+    result = {'size_mib': size / MIB, 'per_connection_mib_s': per / MIB,
+              'aggregate_mib_s': aggregate / MIB, 'limit_mib_s': limit_ours / MIB,
+              'boto3_limit_mib_s': limit_boto / MIB, 'ours_mib_s': rates['ours'],
+              'boto3_mib_s': rates['boto3'], 'ours_median': ours, 'boto3_median': boto,
+              'ours_vs_limit': ours / (limit_ours / MIB), 'ours_vs_boto3': ours / boto}
+    print(f'  median: ours {ours:.1f} MiB/s = {result["ours_vs_limit"]:.0%} of the '
+          f'{limit_ours / MIB:.0f} MiB/s limit (target >= 80%); {result["ours_vs_boto3"]:.2f}x '
+          f'boto3 (target >= 1)', flush=True)
+    return result
+
+
+# ---- swap -------------------------------------------------------------------------------------
+class _Captured(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _write_shards(root: str, shard_bytes: int, seq_len: int) -> None:
+    import numpy as np
+
+    from streaming.tokens.writer import TokenShardWriter
+    per = shard_bytes // 4 // seq_len * seq_len
+    rng = np.random.default_rng(0)
+    with TokenShardWriter(root, seq_len=seq_len, shard_tokens=per, ids=True) as writer:
+        for _ in range(3):
+            for start in range(0, per, 4 * MIB):
+                writer.write(rng.integers(0, 200_000, min(4 * MIB, per - start), np.uint32))
+
+
+def bench_swap(args: argparse.Namespace, scratch: str) -> dict:
+    import numpy as np
+
+    from streaming.tokens import ShardRotation, list_shards
+    root = os.path.join(scratch, 'shards')
+    _write_shards(root, bytes_to_int(args.shard_size), args.seq_len)
+    per, aggregate = bytes_to_int(args.per_connection), bytes_to_int(args.aggregate)
+    proc, url = serve(root, per, aggregate)
+    point_s3_at(url)
+    os.environ['STREAMING_DOWNLOAD_PART_SIZE'] = str(bytes_to_int(args.part_size))
+    os.environ['STREAMING_DOWNLOAD_CONCURRENCY'] = str(args.concurrency)
+    captured = _Captured()
+    logging.getLogger('streaming.tokens.rotation').addHandler(captured)
+    logging.getLogger('streaming.tokens.rotation').setLevel(logging.INFO)
+    finished, unfinished = [], []
+    try:
+        shards, _ = list_shards('s3://bench')
+        size = shards[0].entry.bytes
+        print(f'swap: shards of {size / MIB:.0f} MiB from the same server', flush=True)
+        for _ in range(args.repeats):
+            # Prefetch finished: a training window of --window-seconds reading batches, longer
+            # than the download (else it is extended until the next shard is on disk).
+            local = tempfile.mkdtemp(prefix='swap-', dir=scratch)
+            with ShardRotation(shards, local, seq_len=args.seq_len, keep=2) as rotation:
+                ds = rotation.dataset
+                began = time.perf_counter()
+                while time.perf_counter() - began < args.window_seconds or \
+                        not rotation.store.ready(rotation.shards[1]):
+                    ds.batch(np.arange(8) * 7 % len(ds)).sum()
+                    time.sleep(0.01)
+                window = time.perf_counter() - began
+                started = time.perf_counter()
+                rotation.advance()
+                wait = time.perf_counter() - started
+            finished.append({'window_s': window, 'wait_s': wait, 'ratio': wait / window})
+            print(f'  prefetch finished:   window {window:6.2f} s, swap wait '
+                  f'{wait * 1000:7.2f} ms ({wait / window:.3%} of the window)', flush=True)
+            shutil.rmtree(local)
+            # Prefetch unfinished: swap at once. Time a standalone download of a shard for the
+            # remaining-time estimate first.
+            local = tempfile.mkdtemp(prefix='swap-', dir=scratch)
+            from streaming.storage import download_file
+            started = time.perf_counter()
+            for url, name, _ in shards[2].files():  # the token file and its sidecar
+                download_file(url, os.path.join(local, name), timeout=60)
+            alone = time.perf_counter() - started
+            for _, name, _ in shards[2].files():
+                os.remove(os.path.join(local, name))
+            captured.lines.clear()
+            with ShardRotation(shards, local, seq_len=args.seq_len, keep=2) as rotation:
+                rotation.dataset  # noqa: B018 - shard 0 in the foreground; 1 starts now
+                prefetch_started = time.perf_counter()
+                time.sleep(alone / 3)
+                started = time.perf_counter()
+                rotation.advance()
+                wait = time.perf_counter() - started
+            remaining = alone - (started - prefetch_started)
+            logged = [line for line in captured.lines if line.startswith('Waited')]
+            unfinished.append({'wait_s': wait, 'remaining_s': remaining,
+                               'ratio': wait / remaining, 'logged': logged})
+            print(f'  prefetch unfinished: swap wait {wait:6.2f} s vs {remaining:6.2f} s of '
+                  f'download remaining ({wait / remaining:.2f}x); logged: {logged}', flush=True)
+            shutil.rmtree(local)
+    finally:
+        stop(proc)
+        shutil.rmtree(root, ignore_errors=True)
+    result = {'shard_mib': size / MIB, 'finished': finished, 'unfinished': unfinished,
+              'finished_ratio_median': median([r['ratio'] for r in finished]),
+              'finished_wait_ms_median': 1000 * median([r['wait_s'] for r in finished]),
+              'unfinished_ratio_median': median([r['ratio'] for r in unfinished])}
+    print(f'  median: finished {result["finished_wait_ms_median"]:.2f} ms = '
+          f'{result["finished_ratio_median"]:.3%} of a window (target < 1%); unfinished wait / '
+          f'remaining download {result["unfinished_ratio_median"]:.2f} (expected ~1)', flush=True)
+    return result
+
+
+# ---- window throughput ----------------------------------------------------------------------
+def bench_window(args: argparse.Namespace, scratch: str) -> dict:
+    import numpy as np
+    import torch
+    from torch.utils.data import BatchSampler, DataLoader
+
+    from streaming.tokens import EpochSampler, TokenWindowDataset
+    from streaming.tokens.format import npy_header
+    seq, batch = args.seq_len, args.batch
+    count = bytes_to_int(args.window_file) // 4 // seq * seq
+    path = os.path.join(scratch, 'window.npy')
+    rng = np.random.default_rng(1)
+    with open(path, 'wb') as f:
+        f.write(npy_header('uint32', count))
+        for start in range(0, count, 4 * MIB):
+            f.write(rng.integers(0, 200_000, min(4 * MIB, count - start), np.uint32).tobytes())
+    dataset = TokenWindowDataset(path, seq_len=seq)
+    windows = len(dataset)
+    total = windows // batch * batch * seq * 4
+    order = EpochSampler(windows, seed=0).indices()[:windows // batch * batch]
+    tokens2d = np.load(path, mmap_mode='r').reshape(-1, seq)
+    out = np.empty((batch, seq), np.uint32)
+    np.copyto(np.empty_like(tokens2d), tokens2d)  # Warm the page cache.
+    print(f'window: {count * 4 / MIB:.0f} MiB of uint32, {windows} windows of {seq}, shuffled '
+          f'batches of {batch}', flush=True)
+
+    def raw_gather() -> None:
+        for i in range(0, len(order), batch):
+            np.take(tokens2d, order[i:i + batch], axis=0, out=out)
+
+    def raw_sequential() -> None:
+        for i in range(0, len(order), batch):
+            np.copyto(out, tokens2d[i:i + batch])
+
+    def ours() -> None:  # What ShardRotation.loader builds: one gather per batch.
+        sampler = BatchSampler(EpochSampler(windows, seed=0), batch, drop_last=True)
+        for tensor in DataLoader(dataset, batch_size=None, sampler=sampler):
+            assert tensor.dtype == torch.uint32 and tensor.shape == (batch, seq)
+
+    def ours_collate() -> None:  # A DataLoader with the default collate: one window at a time.
+        sampler = EpochSampler(windows, seed=0)
+        for tensor in DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True):
+            assert tensor.dtype == torch.uint32 and tensor.shape == (batch, seq)
+
+    rates: dict[str, list[float]] = {'ours': [], 'ours_default_collate': [], 'raw_gather': [],
+                                     'raw_sequential': []}
+    for _ in range(args.repeats):
+        for name, fn in (('raw_gather', raw_gather), ('ours', ours),
+                         ('ours_default_collate', ours_collate),
+                         ('raw_sequential', raw_sequential)):
+            started = time.perf_counter()
+            fn()
+            rates[name].append(total / (time.perf_counter() - started) / MIB)
+            print(f'  {name:<21} {rates[name][-1]:9.0f} MiB/s', flush=True)
+    os.remove(path)
+    result = {name: median(values) for name, values in rates.items()}
+    result.update(runs=rates, file_mib=count * 4 / MIB, seq_len=seq, batch=batch,
+                  ours_vs_gather=result['ours'] / result['raw_gather'],
+                  collate_vs_gather=result['ours_default_collate'] / result['raw_gather'],
+                  ours_vs_sequential=result['ours'] / result['raw_sequential'])
+    print(f'  median: ours {result["ours"]:.0f} MiB/s = {result["ours_vs_gather"]:.0%} of the '
+          f'memory-copy limit for the same batches ({result["raw_gather"]:.0f} MiB/s; target '
+          f'>= 50%), {result["ours_vs_sequential"]:.0%} of a sequential copy; with the default '
+          f'collate {result["collate_vs_gather"]:.0%}', flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--cases', nargs='+', default=['download', 'swap', 'window'],
+                        choices=['download', 'swap', 'window'])
+    parser.add_argument('--quick', action='store_true', help='small sizes, one repeat')
+    parser.add_argument('--size', default='1gb')
+    parser.add_argument('--per-connection', default='16mb')
+    parser.add_argument('--aggregate', default='96mb')
+    parser.add_argument('--part-size', default='8mb')
+    parser.add_argument('--concurrency', type=int, default=10)
+    parser.add_argument('--shard-size', default='128mb')
+    parser.add_argument('--window-seconds', type=float, default=10.0,
+                        help='swap: length of the simulated training window')
+    parser.add_argument('--window-file', default='512mb')
+    parser.add_argument('--seq-len', type=int, default=2048)
+    parser.add_argument('--batch', type=int, default=32)
+    parser.add_argument('--repeats', type=int, default=3)
+    args = parser.parse_args()
+    if args.quick:
+        args.size, args.shard_size, args.window_file, args.repeats = '128mb', '32mb', '64mb', 1
+        args.window_seconds = 3.0
+    scratch = tempfile.mkdtemp(prefix='tokens-bench-')
+    results: dict = {'args': vars(args), 'cores': os.cpu_count(),
+                     'load_average': os.getloadavg(), 'date': time.strftime('%Y-%m-%d %H:%M')}
+    try:
+        for case in args.cases:
+            results[case] = {'download': bench_download, 'swap': bench_swap,
+                             'window': bench_window}[case](args, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    name = 'tokens-quick.json' if args.quick else 'tokens.json'
+    path = os.path.join(HERE, 'results', name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        json.dump(results, f, indent=1)
+    print(f'wrote {path}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Build the documentation site strictly (a broken link, anchor or API reference fails the build)
+# into build/site. Needs the docs extra: pip install -e ".[docs]".
+#   bash scripts/docs.sh            # build
+#   bash scripts/docs.sh serve      # live preview on http://127.0.0.1:8000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+if [ "${1:-build}" = serve ]; then
+  NO_MKDOCS_2_WARNING=1 exec "$PY" -m mkdocs serve
+fi
+NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --clean "$@"
+echo "docs built in build/site"

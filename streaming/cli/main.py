@@ -1,0 +1,89 @@
+"""Argument parsing and dispatch for the ``streaming`` command; errors become exit codes.
+
+Exit codes: 0 success, 1 a problem was found or an operation failed (the message names the file,
+URL or argument), 2 bad usage (from argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from types import ModuleType
+from typing import Any, Sequence
+
+from streaming._version import __version__
+
+__all__ = ['COMMANDS', 'main', 'register_command']
+
+# Subcommand -> module (imported when that subcommand runs, so ``--help`` stays fast).
+COMMANDS: dict[str, str] = {
+    'inspect': 'streaming.cli.inspect',
+    'validate': 'streaming.cli.validate',
+    'merge': 'streaming.cli.merge',
+    'convert': 'streaming.cli.convert',
+    'cp': 'streaming.cli.cp',
+    'cost': 'streaming.cli.cost',
+    'clean': 'streaming.cli.clean',
+}
+
+
+def register_command(name: str, module: str | ModuleType | None) -> None:
+    """Add (or, with None, remove) subcommand ``name``, given as a module or its dotted name."""
+    if module is None:
+        COMMANDS.pop(name, None)
+    else:
+        COMMANDS[name] = module  # type: ignore[assignment]
+
+
+def _plugins() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+    return {ep.name: ep.value for ep in entry_points(group='streaming.cli')}
+
+
+def _load(spec: str | ModuleType) -> ModuleType:
+    return importlib.import_module(spec) if isinstance(spec, str) else spec
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with one sub-parser per registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog='streaming', description='Inspect, validate, convert, copy and manage streaming '
+        'datasets (MDS, JSON, CSV/TSV/XSV shards) on local disk or object storage.')
+    parser.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
+    sub = parser.add_subparsers(dest='command', metavar='COMMAND')
+    commands = {**_plugins(), **COMMANDS}
+    for name in sorted(commands):
+        module = _load(commands[name])
+        doc = (module.__doc__ or '').strip()
+        cmd = sub.add_parser(name, help=module.HELP, description=doc or module.HELP,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+        cmd.add_argument('--json', action='store_true',
+                         help='print the result as JSON on stdout (for scripts)')
+        cmd.add_argument('--no-progress', action='store_true', help='no progress bar on stderr')
+        module.add_arguments(cmd)
+        cmd.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    from streaming.cli.common import CLIError
+    try:
+        return int(args._module.run(args) or 0)
+    except BrokenPipeError:  # Output piped into a reader that stopped early (| head).
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print(f'streaming {args.command}: interrupted', file=sys.stderr)
+        return 130
+    except (CLIError, OSError, ValueError, KeyError, RuntimeError) as error:
+        text = str(error) if not isinstance(error, KeyError) else str(error.args[0])
+        print(f'streaming {args.command}: error: {text}', file=sys.stderr)
+        return 1

@@ -1,0 +1,230 @@
+"""Write one dataset with several processes: each writes a sub-dataset, then the indexes merge.
+
+Encoding, compressing and hashing shards is CPU work that one Python process does on one core.
+``write_parallel`` spreads it over ``workers`` processes, each writing ``out/part-NNNNN/`` with
+its own writer, then calls ``merge_index`` so ``out/index.json`` lists every part's shards.
+Readers see one dataset; the shards are the same as a single writer's, only grouped by part.
+
+The source is either
+
+- a **callable** ``source(part, parts) -> iterable of samples``, run inside each worker process
+  (nothing goes through the parent; it must be picklable, e.g. a module-level function or a
+  ``functools.partial`` of one). The merged dataset holds part 0's samples, then part 1's, ...;
+- or any **iterable** of samples, read by the parent and dealt to the workers in chunks of
+  ``chunk_size`` (chunk ``i`` goes to part ``i % workers``, so the merged order is by part).
+
+Example::
+
+    from streaming.convert import write_parallel
+
+    def shard_of_docs(part, parts):
+        for i in range(part, 1_000_000, parts):
+            yield {'id': i, 'text': f'document {i}'}
+
+    write_parallel(shard_of_docs, '/data/docs', columns={'id': 'int', 'text': 'str'},
+                   workers=4, compression='zstd')
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import time
+import traceback
+from collections.abc import Iterable
+from itertools import islice
+from typing import Any, Callable, Sequence, Union
+
+from streaming.merge import merge_index
+from streaming.storage.registry import is_remote_url
+
+__all__ = ['write_parallel']
+
+Source = Union[Callable[[int, int], Iterable[dict]], Iterable[dict]]
+_DONE = None  # End-of-input marker on a worker's queue.
+
+
+def _writer_class(writer: str) -> type:
+    from streaming import format as formats
+    classes = {'mds': formats.MDSWriter, 'json': formats.JSONWriter, 'csv': formats.CSVWriter,
+               'tsv': formats.TSVWriter, 'xsv': formats.XSVWriter}
+    if writer not in classes:
+        raise ValueError(f'writer must be one of {sorted(classes)}, got {writer!r}.')
+    return classes[writer]
+
+
+def _part_out(out: str | Sequence[str], part: int, scratch: str | None) -> str | tuple[str, str]:
+    name = f'part-{part:05}'
+    if isinstance(out, str) and not is_remote_url(out):
+        return os.path.join(out, name)
+    remote = out if isinstance(out, str) else out[1]
+    local = scratch if isinstance(out, str) else out[0]
+    return (os.path.join(local, name), remote.rstrip('/') + '/' + name)  # type: ignore[arg-type]
+
+
+def _samples_from_queue(inbox: Any) -> Iterable[dict]:
+    while True:
+        chunk = inbox.get()
+        if chunk is _DONE:
+            return
+        yield from chunk
+
+
+def _worker(part: int, parts: int, source: Any, inbox: Any, out: Any, writer: str,
+            kwargs: dict[str, Any], counter: Any, results: Any) -> None:
+    """Write one part; report ('ok', part) or ('error', part, traceback) on ``results``."""
+    try:
+        samples = source(part, parts) if inbox is None else _samples_from_queue(inbox)
+        pending = 0
+        with _writer_class(writer)(out=out, **kwargs) as w:
+            for sample in samples:
+                w.write(sample)
+                pending += 1
+                if pending == 256:
+                    with counter.get_lock():
+                        counter.value += pending
+                    pending = 0
+        with counter.get_lock():
+            counter.value += pending
+        results.put(('ok', part, ''))
+    except BaseException:  # Reported to the parent, which raises.
+        results.put(('error', part, traceback.format_exc()))
+
+
+def _feed(source: Iterable[dict], inboxes: list[Any], chunk_size: int, procs: list[Any]) -> None:
+    it = iter(source)
+    i = 0
+    while True:
+        chunk = list(islice(it, chunk_size))
+        if not chunk:
+            break
+        while True:  # Blocks while that worker is busy; gives up if it died.
+            try:
+                inboxes[i % len(inboxes)].put(chunk, timeout=1.0)
+                break
+            except queue.Full:
+                if not procs[i % len(procs)].is_alive():
+                    return
+        i += 1
+    for inbox in inboxes:
+        inbox.put(_DONE)
+
+
+def write_parallel(source: Source, out: str | Sequence[str], *, columns: dict[str, str],
+                   workers: int | None = None, writer: str = 'mds', progress_bar: bool = True,
+                   total: int | None = None, chunk_size: int = 1000, keep_local: bool = False,
+                   **writer_kwargs: Any) -> list[str]:
+    """Write ``source`` as one dataset at ``out`` using ``workers`` processes (see the module doc).
+
+    Args:
+        source: ``source(part, parts) -> samples`` (run in each worker) or an iterable of samples.
+        out: local directory, remote URL, or ``(local, remote)`` pair, as for the writers.
+        columns: the writer's ``columns``.
+        workers: processes (default: the number of CPUs).
+        writer: ``'mds'`` (default), ``'json'``, ``'csv'``, ``'tsv'`` or ``'xsv'``.
+        progress_bar: one bar for all workers, on stderr.
+        total: expected number of samples, for the bar (taken from ``len(source)`` if it has one).
+        chunk_size: samples per chunk when dealing an iterable to the workers.
+        keep_local: keep the local copies when writing to a remote.
+        writer_kwargs: further writer arguments (``compression``, ``hashes``, ``size_limit``...).
+
+    Returns:
+        The part directory names, in merge order.
+
+    """
+    parts = workers or os.cpu_count() or 1
+    if parts < 1:
+        raise ValueError(f'workers must be at least 1, got {workers}.')
+    if 'out' in writer_kwargs:
+        raise ValueError('write_parallel takes out as its own argument.')
+    _writer_class(writer)
+    if total is None and hasattr(source, '__len__') and not callable(source):
+        total = len(source)  # type: ignore[arg-type]
+    scratch = None
+    if isinstance(out, str) and is_remote_url(out):
+        import tempfile
+        scratch = tempfile.mkdtemp(prefix='write-parallel-')
+    local_root = out if isinstance(out, str) and scratch is None else (scratch or out[0])
+    if os.path.isdir(local_root) and os.listdir(local_root) and \
+            not writer_kwargs.get('exist_ok', False):
+        raise FileExistsError(f'Output directory {local_root} is not empty; pass exist_ok=True '
+                              f'to overwrite it.')
+    kwargs = {'columns': columns, 'keep_local': True, **writer_kwargs}
+    ctx = multiprocessing.get_context('spawn')  # Safe with threads in the parent; needs pickling.
+    counter = ctx.Value('q', 0)
+    results = ctx.Queue()
+    dealt = not callable(source)
+    inboxes = [ctx.Queue(maxsize=4) for _ in range(parts)] if dealt else [None] * parts
+    procs = [ctx.Process(target=_worker, name=f'write-parallel-{k}',
+                         args=(k, parts, None if dealt else source, inboxes[k],
+                               _part_out(out, k, scratch), writer, kwargs, counter, results))
+             for k in range(parts)]
+    for proc in procs:
+        proc.start()
+    bar = None
+    if progress_bar:
+        from tqdm import tqdm
+        bar = tqdm(total=total, desc=f'Writing {parts} parts', unit='sample')
+    try:
+        if dealt:
+            import threading
+            feeder = threading.Thread(target=_feed, args=(source, inboxes, chunk_size, procs),
+                                      daemon=True)
+            feeder.start()
+        outcomes = _wait(procs, results, counter, bar)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+        if bar is not None:
+            bar.close()
+    failed = [(part, text) for status, part, text in outcomes if status != 'ok']
+    if failed:
+        part, text = failed[0]
+        raise RuntimeError(f'write_parallel: part {part} of {parts} failed:\n{text}')
+    names = [f'part-{k:05}' for k in range(parts)]
+    index_files = [_index_location(_part_out(out, k, scratch)) for k in range(parts)]
+    merge_index(index_files, out, keep_local=True)
+    if not isinstance(index_files[0], str) and not keep_local:
+        import shutil
+        for location in index_files:  # The parts are on the remote: drop the local copies.
+            shutil.rmtree(os.path.dirname(location[0]), ignore_errors=True)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return names
+
+
+def _index_location(part_out: str | tuple[str, str]) -> str | tuple[str, str]:
+    if isinstance(part_out, str):
+        return os.path.join(part_out, 'index.json')
+    return (os.path.join(part_out[0], 'index.json'), part_out[1] + '/index.json')
+
+
+def _wait(procs: list[Any], results: Any, counter: Any, bar: Any) -> list[tuple[str, int, str]]:
+    """Collect one outcome per worker, updating the bar; a worker that dies silently fails."""
+    outcomes: list[tuple[str, int, str]] = []
+    shown = 0
+    while len(outcomes) < len(procs):
+        try:
+            outcomes.append(results.get(timeout=0.2))
+            if outcomes[-1][0] != 'ok':
+                break  # The others may wait for input forever; the caller stops them.
+            continue
+        except queue.Empty:
+            pass
+        if bar is not None and counter.value != shown:
+            bar.update(counter.value - shown)
+            shown = counter.value
+        reported = {part for _, part, _ in outcomes}
+        for k, proc in enumerate(procs):
+            if k not in reported and not proc.is_alive() and proc.exitcode not in (0, None):
+                time.sleep(0.2)  # Its last message may still be in flight.
+                try:
+                    outcomes.append(results.get_nowait())
+                except queue.Empty:
+                    outcomes.append(('error', k, f'worker exited with code {proc.exitcode}'))
+    if bar is not None:
+        bar.update(counter.value - shown)
+    return outcomes

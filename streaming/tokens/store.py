@@ -1,0 +1,199 @@
+"""A node's directory of token shards: what is there, fetching a shard, waiting for one.
+
+Files arrive through ``streaming.storage.download_file``: verified (size, and the manifest's
+checksum when there is one), published atomically, fetched as parallel ranged GETs and resumed
+from a journal after a crash. Only one process fetches a given shard at a time (an ``flock`` on
+``.NAME.lock`` in the directory, which also holds across nodes on a shared filesystem); other
+processes wait until the files are published, failing only if nothing changes in the directory
+for that shard for ``stall_timeout`` seconds, i.e. the deadline follows download progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from streaming.tokens.format import FileEntry, ShardEntry
+
+__all__ = ['OVERHEAD', 'RemoteShard', 'ShardStore', 'ShardWaitTimeout']
+
+logger = logging.getLogger(__name__)
+
+# Room reserved per shard, beyond its files, for the download journal and lock file.
+OVERHEAD = 64 << 10
+_HASH_PREFERENCE = ('xxh3_128', 'xxh128', 'xxh64', 'sha256', 'sha1', 'md5')
+
+
+class ShardWaitTimeout(TimeoutError):
+    """A shard's files did not appear and nothing progressed for ``stall_timeout`` seconds."""
+
+
+@dataclass(frozen=True)
+class RemoteShard:
+    """Where shard ``index`` comes from and the names it gets locally."""
+
+    index: int
+    tokens_url: str
+    tokens_name: str
+    ids_url: str | None = None
+    ids_name: str | None = None
+    entry: ShardEntry | None = None
+
+    def files(self) -> list[tuple[str, str, FileEntry | None]]:
+        """``(url, local name, manifest entry or None)`` for the token file and the sidecar."""
+        out = [(self.tokens_url, self.tokens_name, self.entry.tokens if self.entry else None)]
+        if self.ids_url and self.ids_name:
+            out.append((self.ids_url, self.ids_name, self.entry.ids if self.entry else None))
+        return out
+
+
+def _check_for(entry: FileEntry | None):
+    if entry is None or not entry.hashes:
+        return None
+    from streaming.storage.download import hash_check
+    algo = next((a for a in _HASH_PREFERENCE if a in entry.hashes), next(iter(entry.hashes)))
+    return hash_check(algo, entry.hashes[algo])
+
+
+class ShardStore:
+    """Shards in the local directory ``local``."""
+
+    def __init__(self, local: str, *, retries: int = 4, timeout: float = 60.0,
+                 stall_timeout: float = 600.0, poll: float = 0.1) -> None:
+        self.local = os.fspath(local)
+        os.makedirs(self.local, exist_ok=True)
+        self.retries, self.timeout = retries, timeout
+        self.stall_timeout, self.poll = stall_timeout, poll
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.local, name)
+
+    # ---- state on disk ----------------------------------------------------------------------
+    def ready(self, shard: RemoteShard) -> bool:
+        """Whether every file of ``shard`` is published (with the manifest's size, if known)."""
+        for _, name, entry in shard.files():
+            try:
+                size = os.path.getsize(self.path(name))
+            except FileNotFoundError:
+                return False
+            if entry is not None and size != entry.bytes:
+                return False
+        return True
+
+    def _related(self, shard: RemoteShard) -> Iterator[os.DirEntry]:
+        """Directory entries of ``shard``: final, partial, temporary, journal, lock."""
+        names = [name for _, name, _ in shard.files()]
+        with os.scandir(self.local) as entries:
+            for item in entries:
+                bare = item.name.lstrip('.')
+                if any(bare == n or bare.startswith(n + '.') for n in names):
+                    yield item
+
+    def on_disk(self, shard: RemoteShard) -> tuple[int, float]:
+        """(apparent bytes, latest mtime) of everything ``shard`` has in the directory."""
+        total, latest = 0, 0.0
+        for item in self._related(shard):
+            with contextlib.suppress(FileNotFoundError):
+                stat = item.stat()
+                total += stat.st_size
+                latest = max(latest, stat.st_mtime)
+        return total, latest
+
+    def _mark(self, shard: RemoteShard) -> tuple:
+        marks = []
+        for item in self._related(shard):
+            with contextlib.suppress(FileNotFoundError):
+                stat = item.stat()
+                marks.append((item.name, stat.st_size, stat.st_mtime_ns))
+        return tuple(sorted(marks))
+
+    def remove(self, shard: RemoteShard) -> None:
+        """Delete every file of ``shard``, partial downloads included."""
+        for item in list(self._related(shard)):
+            if not item.name.endswith('.lock'):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(item.path)
+
+    # ---- fetching and waiting ---------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self, shard: RemoteShard) -> Iterator[bool]:
+        """Hold ``shard``'s download lock.
+
+        Yields False (without the lock) if the shard became ready while waiting for it.
+        """
+        import fcntl
+        lock_path = self.path(f'.{shard.tokens_name}.lock')
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        held = [False]
+
+        def attempt() -> bool:
+            held[0] = _try_lock(fd, fcntl)
+            return held[0] or self.ready(shard)
+
+        try:
+            self._wait(shard, attempt)
+            if not held[0] or self.ready(shard):
+                yield False
+                return
+            yield True
+        finally:
+            if held[0]:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def fetch(self, shard: RemoteShard) -> None:
+        """Download whatever of ``shard`` is missing (resuming a partial download)."""
+        from streaming.storage import download_file
+        with self._locked(shard) as mine:
+            if not mine:
+                return
+            self._clean_temporaries(shard)
+            for url, name, entry in shard.files():
+                path = self.path(name)
+                if os.path.exists(path) and (entry is None or
+                                             os.path.getsize(path) == entry.bytes):
+                    continue
+                started = time.monotonic()
+                download_file(url, path, retries=self.retries, timeout=self.timeout,
+                              size=entry.bytes if entry else None, check=_check_for(entry))
+                logger.info('Fetched %s in %.1fs.', name, time.monotonic() - started)
+
+    def _clean_temporaries(self, shard: RemoteShard) -> None:
+        """Temporary files of a killed download (never resumed; partial files are kept)."""
+        for item in list(self._related(shard)):
+            if item.name.endswith('.tmp'):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(item.path)
+
+    def wait(self, shard: RemoteShard) -> float:
+        """Block until ``shard`` is ready; returns the seconds waited."""
+        started = time.monotonic()
+        self._wait(shard, lambda: self.ready(shard))
+        return time.monotonic() - started
+
+    def _wait(self, shard: RemoteShard, done: Callable[[], bool]) -> None:
+        """Poll ``done`` until true; fail if ``shard``'s files stay unchanged too long."""
+        last, mark = time.monotonic(), self._mark(shard)
+        while not done():
+            time.sleep(self.poll)
+            now, new = time.monotonic(), self._mark(shard)
+            if new != mark:
+                last, mark = now, new
+            elif now - last > self.stall_timeout:
+                raise ShardWaitTimeout(
+                    f'Waited for shard {shard.index} ({self.path(shard.tokens_name)}) with no '
+                    f'download progress for {self.stall_timeout:g}s (stall_timeout); the '
+                    f'process fetching it (local rank 0, or the holder of its lock) may have '
+                    f'died.')
+
+
+def _try_lock(fd: int, fcntl) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False

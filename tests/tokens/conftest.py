@@ -1,0 +1,34 @@
+"""Fixtures for the token-shard tests: the storage tests' servers (moto on loopback, the fault
+proxy) and small token datasets written with ``TokenShardWriter``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.storage.conftest import _isolated_env, moto, s3  # noqa: F401 - fixtures reused.
+
+SEQ = 16
+
+
+def tokens_for(index: int, count: int, dtype: str = 'uint32') -> np.ndarray:
+    """Deterministic tokens for shard ``index`` (every value says which shard and where)."""
+    return ((np.arange(count, dtype=np.uint64) * 7 + index * 1_000_003) % 60_000).astype(dtype)
+
+
+def write_dataset(out: str, shards: int, windows: int, *, seq_len: int = SEQ,
+                  dtype: str = 'uint32', tail: int = 0, **kwargs):
+    """``shards`` shards of ``windows`` windows (plus ``tail`` tokens in a shorter last one)."""
+    from streaming.tokens.writer import TokenShardWriter
+    per = windows * seq_len
+    with TokenShardWriter(out, seq_len=seq_len, shard_tokens=per, dtype=dtype, **kwargs) as w:
+        for i in range(shards):
+            w.write(tokens_for(i, per, dtype))
+        if tail:
+            w.write(tokens_for(shards, tail, dtype))
+    return w.manifest()
+
+
+@pytest.fixture
+def seq() -> int:
+    return SEQ
