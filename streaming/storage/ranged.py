@@ -94,7 +94,9 @@ class PartialDownload:
         self.done: set[int] = set()
         if resume and info.etag and os.fstat(self.fd).st_size == info.size:
             self._load()
-        if not self.done:
+        if not self.done and os.fstat(self.fd).st_size:
+            # Drop stale bytes of an unusable partial file. Skipped when the file is empty: on
+            # ext4, closing a file truncated to zero flushes all its dirty pages at once.
             os.ftruncate(self.fd, 0)
         os.ftruncate(self.fd, info.size or 0)
 
