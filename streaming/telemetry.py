@@ -28,22 +28,37 @@ _WAIT, _READ, _COLLATE, _SAMPLES, _BATCHES = range(len(WORKER_FIELDS))
 
 
 class WorkerClock:
-    """Accumulates one worker's times into its ``row`` (a float64 array of WORKER_FIELDS)."""
+    """Accumulates one worker's times into its ``row`` (float64, WORKER_FIELDS).
+
+    Amounts are gathered in a Python list and added to the row every ``FLUSH_EVERY`` batches
+    and at the end of the worker's epoch (``flush``): the row lags by at most that many
+    batches. Adding (not storing) keeps ``LoaderStats.reset`` effective while workers run.
+    """
+
+    FLUSH_EVERY = 8
 
     def __init__(self, row: np.ndarray) -> None:
         self.row = row
+        self._pending = [0.0] * len(WORKER_FIELDS)
 
     def add_wait(self, seconds: float) -> None:
-        self.row[_WAIT] += seconds
+        self._pending[_WAIT] += seconds
 
     def add_read(self, seconds: float, samples: int) -> None:
-        row = self.row
-        row[_READ] += seconds
-        row[_SAMPLES] += samples
-        row[_BATCHES] += 1
+        pending = self._pending
+        pending[_READ] += seconds
+        pending[_SAMPLES] += samples
+        pending[_BATCHES] += 1
+        if pending[_BATCHES] >= self.FLUSH_EVERY:
+            self.flush()
 
     def add_collate(self, seconds: float) -> None:
-        self.row[_COLLATE] += seconds
+        self._pending[_COLLATE] += seconds
+
+    def flush(self) -> None:
+        """Add what was gathered since the last flush to the shared row."""
+        self.row += self._pending
+        self._pending = [0.0] * len(WORKER_FIELDS)
 
 
 class LoaderStats:

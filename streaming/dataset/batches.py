@@ -200,6 +200,8 @@ class _BatchFetch:
     def __call__(self, possibly_batched_index: Any) -> Any:
         fetcher, stream, clock = self.fetcher, self.stream, self.stream.clock
         if fetcher.ended:
+            if clock is not None:
+                clock.flush()
             raise StopIteration
         wanted = len(possibly_batched_index)
         started = time.perf_counter() if clock is not None else 0.0
@@ -207,6 +209,8 @@ class _BatchFetch:
         if len(shards) < wanted:
             fetcher.ended = True
         if not len(shards) or (fetcher.drop_last and len(shards) < wanted):
+            if clock is not None:
+                clock.flush()
             raise StopIteration
         runs = stream.gather(shards, indices)
         if runs is None:
@@ -215,13 +219,14 @@ class _BatchFetch:
             batch = _collate_columns(runs)
         else:
             batch = _samples_from_columns(runs)
-        if clock is not None:
-            clock.add_read(time.perf_counter() - started, len(shards))
         if runs is not None and self.default:
+            if clock is not None:
+                clock.add_read(time.perf_counter() - started, len(shards))
             return batch
         if clock is None:
             return fetcher.collate_fn(batch)
-        started = time.perf_counter()
+        middle = time.perf_counter()
         batch = fetcher.collate_fn(batch)
-        clock.add_collate(time.perf_counter() - started)
+        clock.add_collate(time.perf_counter() - middle)
+        clock.add_read(middle - started, len(shards))
         return batch
