@@ -189,6 +189,36 @@ def _read_cases(scale: Scale) -> list[Case]:
     return cases
 
 
+def _plain_targets(name: str, workers: int) -> tuple[Target, ...]:
+    if name == 'images':
+        return ((Target('mb_per_s', REFERENCE, '>=', 3, '>= 3x reference'),
+                 Target('mb_per_s', LITDATA, '>=', 1, '>= LitData')) if workers else ())
+    wanted = 4 if workers else 20
+    return (Target('samples_per_s', REFERENCE, '>=', wanted, f'>= {wanted}x reference'),)
+
+
+def _plain_read_cases(scale: Scale) -> list[Case]:
+    """Shuffled reads through a bare ``torch.utils.data.DataLoader`` with the default collate."""
+    cases = []
+    for name in PLAIN_DATASETS:
+        batch = 32 if name == 'images' else 256
+        for workers in (0, 2):
+            cases.append(Case(
+                id=f'read_plain/{name}/w{workers}', group='read_plain',
+                title=f'torch DataLoader, {name}, {workers} workers, shuffled',
+                script='read.py', impls=(OURS, REFERENCE, LITDATA), datasets=(name,),
+                params=lambda impl, ctx, n=name, w=workers, b=batch: {
+                    'path': ctx.dataset_dir(impl, n), 'batch_size': b, 'num_workers': w,
+                    'shuffle': True, 'plain': True,
+                    'min_seconds': ctx.scale.read_seconds[0],
+                    'max_seconds': ctx.scale.read_seconds[1],
+                    'payload_per_sample': ctx.payload_per_sample[n]},
+                metrics=(MB_S, SAMPLES_S, FIRST_BATCH) if name == 'images'
+                else (SAMPLES_S, MB_S, FIRST_BATCH),
+                targets=_plain_targets(name, workers)))
+    return cases
+
+
 def _random_access_cases(scale: Scale) -> list[Case]:
     cases = []
     for api in ('local', 'streaming'):
@@ -285,6 +315,7 @@ GROUPS: dict[str, Callable[[Scale], list[Case]]] = {
     'write': _write_cases,
     'random_access': _random_access_cases,
     'read': _read_cases,
+    'read_plain': _plain_read_cases,
     'resume': _resume_cases,
     'epoch_setup': _epoch_setup_cases,
     'remote': _remote_cases,
@@ -294,6 +325,7 @@ GROUP_TITLES = {
     'write': '1. Write throughput (MDSWriter)',
     'random_access': '3. Random access latency, ds[i]',
     'read': '2. Local read through a torch DataLoader',
+    'read_plain': '2b. Shuffled read through a bare torch DataLoader (default collate)',
     'resume': '4. Resumption: time to first batch after load_state_dict at 50%',
     'epoch_setup': '5. Epoch setup at scale (index-only datasets)',
     'remote': '6. Remote: one cold epoch from S3 on loopback',

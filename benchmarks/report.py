@@ -192,6 +192,8 @@ METHOD = [
     'workers, shuffle off/on; throughput after the first batch until the epoch ends or the '
     'time cap; time to first batch includes building the dataset and starting workers '
     '(imports excluded).',
+    '- **Bare torch DataLoader**: the same, shuffled, through `torch.utils.data.DataLoader('
+    'dataset, batch_size=B)` as users write it (no `StreamingDataLoader`).',
     '- **Random access**: `ds[i]` at uniform random indices after a warm-up; median and p99 of '
     'individually timed calls; `LocalDataset` and `StreamingDataset`.',
     '- **Resumption**: a fresh process builds the loader, loads a checkpoint at 50% of epoch 0 '

@@ -17,13 +17,22 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.cases.harness import RESULT_PREFIX
-from benchmarks.config import Case, Context
+from benchmarks.config import OURS, Case, Context
 
 CASES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cases')
 
 
-def _worker_env() -> dict[str, str]:
+def _worker_env(impl: str) -> dict[str, str]:
+    """The environment of a case worker: no inherited PYTHONPATH (see the module docstring).
+
+    ``STREAMING_BENCH_SRC=/path/to/checkout`` puts that checkout first on the path of OUR
+    implementation's workers only, to benchmark a branch or worktree instead of the editable
+    install; the reference and LitData workers never see it.
+    """
     env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
+    source = os.environ.get('STREAMING_BENCH_SRC')
+    if source and impl == OURS:
+        env['PYTHONPATH'] = os.path.abspath(source)
     env['LITDATA_DISABLE_VERSION_CHECK'] = '1'  # No PyPI call from LitData.
     env['PYTHONUNBUFFERED'] = '1'
     return env
@@ -43,7 +52,7 @@ def run_worker(python: str, script: str, impl: str, params: dict[str, Any], cwd:
     os.makedirs(cwd, exist_ok=True)
     command = [python, os.path.join(CASES_DIR, script), impl, json.dumps(params)]
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=_worker_env(), stdout=subprocess.PIPE,
+    process = subprocess.Popen(command, cwd=cwd, env=_worker_env(impl), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = process.communicate(timeout=timeout)

@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from streaming.dataset.dataset import StreamingDataset
+from streaming.telemetry import LoaderStats
 
 __all__ = ['StreamingDataLoader']
 
@@ -29,13 +30,17 @@ def _batch_len(batch: Any) -> int:
 class StreamingDataLoader(DataLoader):
     """A DataLoader that counts the samples it yields, so ``state_dict()`` can resume mid-epoch."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, log_every: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0
+        # Data-stall telemetry (streaming.telemetry); log_every=N logs a line every N steps.
+        self.stats = LoaderStats(self.num_workers, log_every)
+        if isinstance(self.dataset, StreamingDataset):
+            self.dataset._loader_stats = self.stats
 
     def __iter__(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
-        for batch in super().__iter__():
+        for batch in self.stats.timed(super().__iter__()):
             self.num_samples_yielded += _batch_len(batch)
             yield batch
 

@@ -9,7 +9,7 @@ first batch over the time after it: to the end of the epoch, or of a later one i
 less than ``min_seconds``, or to ``max_seconds``.
 
 Params: ``{"path", "batch_size", "num_workers", "shuffle", "min_seconds", "max_seconds",
-"payload_per_sample"}``.
+"payload_per_sample"}``, optional ``"plain"`` (a bare torch DataLoader).
 """
 
 from __future__ import annotations
@@ -29,10 +29,16 @@ def batch_len(batch: Any) -> int:
 
 
 def make_loader(impl: str, path: str, batch_size: int, num_workers: int, shuffle: bool,
-                **dataset_kwargs: Any) -> Iterable[Any]:
-    """The implementation's streaming DataLoader over a local dataset directory."""
+                plain: bool = False, **dataset_kwargs: Any) -> Iterable[Any]:
+    """The implementation's streaming DataLoader over a local dataset directory.
+
+    ``plain``: a bare ``torch.utils.data.DataLoader`` instead, as users write it.
+    """
     module = harness.import_impl(impl)
     dataset_cls, loader_cls = harness.require(module, 'StreamingDataset', 'StreamingDataLoader')
+    if plain:
+        from torch.utils.data import DataLoader
+        loader_cls = DataLoader
     if impl == 'litdata':
         dataset = dataset_cls(input_dir=path, shuffle=shuffle, transform=harness.litdata_bytes,
                               **dataset_kwargs)
@@ -86,7 +92,7 @@ def run(impl: str, params: dict[str, Any]) -> dict[str, Any]:
     harness.prepare_impl(impl)  # Not timed.
     start = time.perf_counter()
     loader = make_loader(impl, params['path'], params['batch_size'], params['num_workers'],
-                         params['shuffle'])
+                         params['shuffle'], params.get('plain', False))
     metrics = measure(loader, start, params['min_seconds'], params['max_seconds'])
     metrics['mb_per_s'] = metrics['samples_per_s'] * params['payload_per_sample'] / 1e6
     metrics['peak_rss_mb'] = harness.peak_rss_mb(children=True)

@@ -139,32 +139,49 @@ class ShardCache:
         return max(int(shards_fit * float(np.mean(samples_per_shard))), 1)
 
     # ---- use ------------------------------------------------------------------------------
+    def ready(self, shard_id: int) -> Reader:
+        """The reader of shard ``shard_id``, its files local (prepared first if needed).
+
+        Records the access for LRU eviction (with a limit) and drops this process's map of a
+        shard evicted since it was mapped. A read may still find the files gone (evicted in
+        between): catch ``FileNotFoundError``, call ``forget`` and ask again.
+        """
+        if self._any_evictable:
+            generation = int(self.generation[shard_id])
+            if generation != self._seen_generation[shard_id]:
+                self.shards[shard_id].close()  # Evicted since we mapped it: let the space go.
+                self._seen_generation[shard_id] = generation
+                self._known_local[shard_id] = False
+            if self.limit is not None:
+                self.touch(shard_id)
+        if not self._known_local[shard_id]:
+            self.prepare(shard_id)
+            self._known_local[shard_id] = True
+        return self.shards[shard_id]
+
+    def forget(self, shard_id: int) -> None:
+        """A read found the shard's files gone: prepare it again at the next ``ready``."""
+        self._known_local[shard_id] = False
+
+    def vanished(self, shard_id: int, retry: int) -> RuntimeError:
+        """The error for a shard evicted under every one of ``retry + 1`` reads."""
+        hint = ' (cache_limit may be too small for the shuffle: shards are evicted before use)' \
+            if self.limit is not None else ''
+        return RuntimeError(f'Shard {shard_id} vanished {retry + 1} times while being read'
+                            f'{hint}.')
+
     def read(self, shard_id: int, index: int, retry: int = 7) -> Any:
         """Sample ``index`` of shard ``shard_id``, preparing the shard first if needed.
 
-        Records the access for LRU eviction (with a limit), drops this process's map of a shard
-        evicted since it was mapped, and prepares again a shard evicted under the read.
+        See ``ready``; a shard evicted under the read is prepared again, up to ``retry`` times.
         """
-        reader = self.shards[shard_id]
         for _ in range(retry + 1):
-            if self._any_evictable:
-                generation = int(self.generation[shard_id])
-                if generation != self._seen_generation[shard_id]:
-                    reader.close()  # Evicted since we mapped it: let the disk space go.
-                    self._seen_generation[shard_id] = generation
-                    self._known_local[shard_id] = False
-                if self.limit is not None:
-                    self.touch(shard_id)
-            if not self._known_local[shard_id]:
-                self.prepare(shard_id)
-                self._known_local[shard_id] = True
+            reader = self.ready(shard_id)
             try:
                 return reader.get_item(index)
             except FileNotFoundError:
-                self._known_local[shard_id] = False  # Evicted under us: prepare again.
-        hint = ' (cache_limit may be too small for the shuffle: shards are evicted before use)' \
-            if self.limit is not None else ''
-        raise RuntimeError(f'Shard {shard_id} vanished {retry + 1} times while being read{hint}.')
+                self.forget(shard_id)
+        raise self.vanished(shard_id, retry)
 
     def touch(self, shard_id: int) -> None:
         self.access[shard_id] = time.monotonic_ns()

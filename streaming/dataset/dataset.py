@@ -16,6 +16,7 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from streaming.coord import SharedDir, make_job_token
+from streaming.dataset.batches import SampleStream, attach_to_fetcher
 from streaming.dataset.cache import LOCAL, ShardCache, cache_arrays
 from streaming.dataset.config import DatasetConfig, ResumableLayout
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
@@ -23,6 +24,7 @@ from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoc
 from streaming.dataset.stream import Stream, streams_registry
 from streaming.indexing import IndexingMixin
 from streaming.order import apply_weights, get_epoch_order, get_shuffle
+from streaming.telemetry import WorkerClock
 from streaming.world import World
 
 __all__ = ['StreamingDataset']
@@ -134,6 +136,11 @@ class StreamingDataset(IndexingMixin, IterableDataset):
     # ---- set-up -----------------------------------------------------------------------------
     def _load(self) -> None:
         """Fetch indexes (local leader), join the node's shared state, build the shard tables."""
+        # numpy imports numpy.ma lazily at the first np.unique, which the epoch order calls. Done
+        # here, in the process that builds the dataset, forked DataLoader workers inherit it
+        # instead of each paying for the import (~50 ms idle, seconds on a busy machine) at
+        # every epoch.
+        import numpy.ma  # noqa: F401
         world, config = self.world, self.config
         shared = None
         if world.is_local_leader:
@@ -285,10 +292,19 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         if self.cache.states.min() != LOCAL:  # Some shard may need downloading.
             prefetcher = Prefetcher(self.cache, mine, self.sample_offset_per_shard,
                                     self.config.predownload)
+        stream = SampleStream(mine, self.sample_offset_per_shard, self.cache, self.__getitem__,
+                              self._fast_read, prefetcher, self._worker_clock(world))
+        if attach_to_fetcher(self, stream):  # Called by a DataLoader's fetcher: batch at once.
+            return stream
         # The cache's read unless a subclass overrides get_item/__getitem__: then that is used.
         read = self.cache.read if self._fast_read else None
         return iterate_samples(mine, self.sample_offset_per_shard, read, self.__getitem__,
                                prefetcher)
+
+    def _worker_clock(self, world: World) -> WorkerClock | None:
+        """This worker's telemetry clock, if a ``StreamingDataLoader`` keeps stats for us."""
+        stats = getattr(self, '_loader_stats', None)
+        return None if stats is None else stats.worker_clock(world.worker)
 
     # ---- resumption -------------------------------------------------------------------------
     def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:

@@ -1,0 +1,232 @@
+"""Batches, not samples, through a torch ``DataLoader``.
+
+``StreamingDataset.__iter__`` returns a ``SampleStream``: an iterator of samples (what torch's
+protocol asks for) that can also hand out the next ``n`` samples at once. When the dataset is
+iterated by the fetcher of a ``DataLoader`` with a ``batch_size`` (torch's
+``_IterableDatasetFetcher``, which would call ``next()`` once per sample and then the
+``collate_fn``), ``attach_to_fetcher`` gives that one fetcher object a ``fetch`` that takes the
+whole batch at once: the same samples in the same batches, ``drop_last`` honoured, and
+
+* with torch's default collate and MDS columns of ``int``/``str``/``bytes``: the collated
+  batch built from columns gathered per shard (no per-sample dict), equal to what
+  ``default_collate`` returns for those samples;
+* otherwise: the list of samples, then the loader's ``collate_fn`` on it, as torch does.
+
+Nothing process-wide changes: only the fetcher torch made for this iteration is touched, and
+only if it is exactly the class and state expected; ``STREAMING_BATCH_FETCH=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from streaming.dataset.cache import ShardCache
+from streaming.dataset.iteration import Prefetcher, shard_chunks
+from streaming.telemetry import WorkerClock
+
+__all__ = ['SampleStream', 'attach_to_fetcher']
+
+_EMPTY = np.zeros(0, np.int64)
+
+
+class SampleStream:
+    """This worker's samples of the epoch, one at a time (``next``) or ``n`` at once (``take``).
+
+    ``fast``: read through ``cache`` (no subclass overrides ``get_item``/``__getitem__``);
+    otherwise every sample comes from ``get(sample_id)``.
+    """
+
+    def __init__(self, sample_ids: np.ndarray, shard_starts: np.ndarray, cache: ShardCache,
+                 get: Callable[[int], Any], fast: bool, prefetcher: Prefetcher | None,
+                 clock: WorkerClock | None = None) -> None:
+        self.shard_starts = shard_starts
+        self.cache = cache
+        self.get = get
+        self.fast = fast
+        self.prefetcher = prefetcher
+        self.clock = clock
+        self._chunks = shard_chunks(sample_ids, shard_starts)
+        self._shards, self._indices = _EMPTY, _EMPTY
+        self._start = 0  # Position of the current chunk in this worker's order.
+        self._next = 0  # Next sample within the current chunk.
+        self._done = False
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        shards, indices = self.take(1)
+        if not len(shards):
+            raise StopIteration
+        return self.read(shards, indices)[0]
+
+    def _finish(self) -> None:
+        self._done = True
+        if self.prefetcher is not None:
+            self.prefetcher.stop()
+
+    def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(shard ids, indices within the shards) of the next up to ``n`` samples."""
+        parts = []
+        while n > 0 and not self._done:
+            if self._next >= len(self._shards):
+                try:
+                    self._start, self._shards, self._indices = next(self._chunks)
+                except StopIteration:
+                    self._finish()
+                    break
+                self._next = 0
+                continue
+            stop = min(self._next + n, len(self._shards))
+            parts.append((self._shards[self._next:stop], self._indices[self._next:stop]))
+            n -= stop - self._next
+            self._next = stop
+        if self.prefetcher is not None:
+            self.prefetcher.advance(self._start + self._next)
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return _EMPTY, _EMPTY
+        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+    def read(self, shards: np.ndarray, indices: np.ndarray) -> list[Any]:
+        """The samples at (``shards``, ``indices``), each as ``dataset[i]`` gives it."""
+        if not self.fast:
+            ids = (self.shard_starts[shards] + indices).tolist()
+            return [self.get(i) for i in ids]
+        read = self.cache.read
+        return [read(s, i) for s, i in zip(shards.tolist(), indices.tolist())]
+
+    def gather(self, shards: np.ndarray, indices: np.ndarray) -> list[dict[str, Any]] | None:
+        """Per run of one shard, the columns of its samples (``MDSReader.gather_columns``)."""
+        if not self.fast:
+            return None
+        cuts = np.flatnonzero(shards[1:] != shards[:-1]) + 1
+        runs = []
+        for begin, end in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(shards)].tolist()):
+            shard_id = int(shards[begin])
+            clock = self.clock
+            started = time.perf_counter() if clock is not None else 0.0
+            reader = self.cache.ready(shard_id)
+            if clock is not None:
+                clock.add_wait(time.perf_counter() - started)
+            gather = getattr(reader, 'gather_columns', None)
+            try:
+                columns = gather(indices[begin:end]) if gather is not None else None
+            except FileNotFoundError:  # Evicted under us: the per-sample path retries.
+                self.cache.forget(shard_id)
+                return None
+            if columns is None:
+                return None
+            runs.append(columns)
+        names = list(runs[0]) if runs else []
+        if any(list(run) != names for run in runs):
+            return None  # Streams with different columns: let collate see whole samples.
+        return runs
+
+
+def _collate_columns(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``default_collate`` makes of the samples in ``runs``: int64 tensors and lists."""
+    import torch
+    batch: dict[str, Any] = {}
+    for name, first in runs[0].items():
+        if isinstance(first, np.ndarray):
+            values = np.concatenate([run[name] for run in runs]) if len(runs) > 1 else first
+            batch[name] = torch.from_numpy(np.ascontiguousarray(values, np.int64)).clone()
+        else:
+            batch[name] = first if len(runs) == 1 else [v for run in runs for v in run[name]]
+    return batch
+
+
+def _samples_from_columns(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The per-sample dicts ``decode_sample`` would give, from gathered columns."""
+    samples = []
+    for run in runs:
+        names = list(run)
+        values = [v.tolist() if isinstance(v, np.ndarray) else v for v in run.values()]
+        samples.extend(dict(zip(names, row)) for row in zip(*values))
+    return samples
+
+
+def _default_collate() -> Any:
+    from torch.utils.data import default_collate
+    return default_collate
+
+
+def _fetcher_class() -> type | None:
+    try:
+        from torch.utils.data._utils.fetch import _IterableDatasetFetcher
+    except ImportError:  # A torch without it: keep torch's own per-sample fetch.
+        return None
+    return _IterableDatasetFetcher
+
+
+def attach_to_fetcher(dataset: Any, stream: SampleStream, depth: int = 2) -> bool:
+    """If ``dataset.__iter__`` was called by torch's iterable fetcher, make it fetch batches.
+
+    ``depth``: frames between this call and the fetcher's ``__init__``. Returns whether it did.
+    """
+    if os.environ.get('STREAMING_BATCH_FETCH', '1') == '0':
+        return False
+    cls = _fetcher_class()
+    try:
+        frame = sys._getframe(depth)
+    except ValueError:
+        return False
+    if cls is None or frame.f_code is not cls.__init__.__code__:
+        return False
+    fetcher = frame.f_locals.get('self')
+    del frame
+    if (type(fetcher) is not cls or getattr(fetcher, 'dataset', None) is not dataset or
+            not getattr(fetcher, 'auto_collation', False) or 'fetch' in vars(fetcher)):
+        return False
+    fetcher.fetch = _BatchFetch(fetcher, stream)
+    return True
+
+
+class _BatchFetch:
+    """The batch-at-once ``fetch`` of one torch fetcher (see the module docstring)."""
+
+    def __init__(self, fetcher: Any, stream: SampleStream) -> None:
+        self.fetcher = fetcher
+        self.stream = stream
+        self.default = fetcher.collate_fn is _default_collate()
+
+    def __call__(self, possibly_batched_index: Any) -> Any:
+        fetcher, stream, clock = self.fetcher, self.stream, self.stream.clock
+        if fetcher.ended:
+            if clock is not None:
+                clock.flush()
+            raise StopIteration
+        wanted = len(possibly_batched_index)
+        started = time.perf_counter() if clock is not None else 0.0
+        shards, indices = stream.take(wanted)
+        if len(shards) < wanted:
+            fetcher.ended = True
+        if not len(shards) or (fetcher.drop_last and len(shards) < wanted):
+            if clock is not None:
+                clock.flush()
+            raise StopIteration
+        runs = stream.gather(shards, indices)
+        if runs is None:
+            batch = stream.read(shards, indices)
+        elif self.default:
+            batch = _collate_columns(runs)
+        else:
+            batch = _samples_from_columns(runs)
+        if runs is not None and self.default:
+            if clock is not None:
+                clock.add_read(time.perf_counter() - started, len(shards))
+            return batch
+        if clock is None:
+            return fetcher.collate_fn(batch)
+        middle = time.perf_counter()
+        batch = fetcher.collate_fn(batch)
+        clock.add_collate(time.perf_counter() - middle)
+        clock.add_read(middle - started, len(shards))
+        return batch

@@ -1,0 +1,136 @@
+"""Data-stall telemetry: how long training waited for each batch, and where workers spent time.
+
+``StreamingDataLoader.stats`` is a ``LoaderStats``. The loader times each ``next()`` of its
+iterator (the training loop's wait for a batch); each DataLoader worker (or the main process
+with ``num_workers=0``) adds, per batch it fetches, its time waiting for shards to be ready
+(downloads, decompression), reading and decoding, and running a custom ``collate_fn``, to its
+row of a small shared-memory table. Costs a few ``perf_counter`` calls per batch, not per sample.
+
+``log_every=N`` (a ``StreamingDataLoader`` argument) logs ``stats.log_line()`` every N steps
+at INFO on the ``streaming.loader`` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Iterator
+
+import numpy as np
+
+__all__ = ['LoaderStats', 'WorkerClock', 'WORKER_FIELDS']
+
+logger = logging.getLogger('streaming.loader')
+
+# Columns of a worker's row.
+WORKER_FIELDS = ('shard_wait_s', 'read_s', 'collate_s', 'samples', 'batches')
+_WAIT, _READ, _COLLATE, _SAMPLES, _BATCHES = range(len(WORKER_FIELDS))
+
+
+class WorkerClock:
+    """Accumulates one worker's times into its ``row`` (float64, WORKER_FIELDS).
+
+    Amounts are gathered in a Python list and added to the row every ``FLUSH_EVERY`` batches
+    and at the end of the worker's epoch (``flush``): the row lags by at most that many
+    batches. Adding (not storing) keeps ``LoaderStats.reset`` effective while workers run.
+    """
+
+    FLUSH_EVERY = 8
+
+    def __init__(self, row: np.ndarray) -> None:
+        self.row = row
+        self._pending = [0.0] * len(WORKER_FIELDS)
+
+    def add_wait(self, seconds: float) -> None:
+        self._pending[_WAIT] += seconds
+
+    def add_read(self, seconds: float, samples: int) -> None:
+        pending = self._pending
+        pending[_READ] += seconds
+        pending[_SAMPLES] += samples
+        pending[_BATCHES] += 1
+        if pending[_BATCHES] >= self.FLUSH_EVERY:
+            self.flush()
+
+    def add_collate(self, seconds: float) -> None:
+        self._pending[_COLLATE] += seconds
+
+    def flush(self) -> None:
+        """Add what was gathered since the last flush to the shared row."""
+        self.row += self._pending
+        self._pending = [0.0] * len(WORKER_FIELDS)
+
+
+class LoaderStats:
+    """Per-step waits of the training loop, and per-worker time (see the module docstring).
+
+    ``steps``, ``wait_s`` (total), ``last_wait_s``, ``max_wait_s`` count batches handed to the
+    training loop since the stats were created (``reset()`` starts over); ``workers()`` reads
+    the workers' rows.
+    """
+
+    def __init__(self, num_workers: int = 0, log_every: int | None = None) -> None:
+        import torch
+        self.log_every = log_every
+        # Shared memory, so that worker processes (forked or spawned) write rows we can read.
+        self._table = torch.zeros((max(num_workers, 1), len(WORKER_FIELDS)),
+                                  dtype=torch.float64).share_memory_()
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero every counter (the workers' rows too)."""
+        self.steps = 0
+        self.wait_s = 0.0
+        self.last_wait_s = 0.0
+        self.max_wait_s = 0.0
+        self._started = time.perf_counter()
+        self._table.zero_()
+
+    def worker_clock(self, worker_id: int) -> WorkerClock:
+        """The clock a worker (``worker_id``, 0 in the main process) adds its times to."""
+        return WorkerClock(self._table[worker_id % len(self._table)].numpy())
+
+    def timed(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """Yield from ``batches``, timing how long each one took to arrive."""
+        clock = time.perf_counter
+        while True:
+            started = clock()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            waited = clock() - started
+            self.steps += 1
+            self.wait_s += waited
+            self.last_wait_s = waited
+            if waited > self.max_wait_s:
+                self.max_wait_s = waited
+            if self.log_every and self.steps % self.log_every == 0:
+                logger.info(self.log_line())
+            yield batch
+
+    def workers(self) -> list[dict[str, float]]:
+        """Per worker: its totals of WORKER_FIELDS."""
+        return [dict(zip(WORKER_FIELDS, row)) for row in self._table.tolist()]
+
+    def summary(self) -> dict[str, Any]:
+        """Everything as plain numbers: waits, the stall fraction, and the workers' totals."""
+        elapsed = time.perf_counter() - self._started
+        return {'steps': self.steps, 'wait_s': self.wait_s, 'last_wait_s': self.last_wait_s,
+                'max_wait_s': self.max_wait_s,
+                'mean_wait_s': self.wait_s / self.steps if self.steps else 0.0,
+                'stall_fraction': self.wait_s / elapsed if elapsed > 0 else 0.0,
+                'workers': self.workers()}
+
+    def log_line(self) -> str:
+        """One line: steps, mean and max wait, stall fraction, summed worker times."""
+        s = self.summary()
+        totals = {k: sum(w[k] for w in s['workers']) for k in WORKER_FIELDS}
+        return (f'steps={s["steps"]} wait mean={1e3 * s["mean_wait_s"]:.2f}ms '
+                f'max={1e3 * s["max_wait_s"]:.2f}ms stall={100 * s["stall_fraction"]:.1f}% '
+                f'workers: shard_wait={totals["shard_wait_s"]:.2f}s '
+                f'read={totals["read_s"]:.2f}s collate={totals["collate_s"]:.2f}s '
+                f'samples={int(totals["samples"])}')
+
+    def __repr__(self) -> str:
+        return f'LoaderStats({self.log_line()})'
