@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Each optional extra installs alone and works: for every extra in pyproject.toml (but the
-# bundles all / dev / *-test, and spark and text unless asked for), a CLEAN virtual env gets only
+# bundles all / dev / *-test and docs, and spark and text unless asked for), a CLEAN virtual env gets only
 # `shardflow[EXTRA]`, resolved against the package index as a user's install would be, then
 # scripts/extras_smoke.py uses it for real (a backend's upload / list / download round trip
 # against its emulator on loopback; an image column written and read back; ...).
@@ -63,10 +63,11 @@ if unknown:
 if asked:
     print(' '.join(asked))
     sys.exit()
-# Bundles of other extras are not checked (their name ends in -test, or all / dev); the heavy
-# extras that are no storage extra only when asked for, e.g. EXTRAS="spark text" (pyspark
-# unpacks to 450 MB, transformers to thousands of files; the dev env's tests cover both).
-skip = {'all', 'dev', 'spark', 'text'}
+# Bundles of other extras are not checked (their name ends in -test, or all / dev), nor the
+# docs tooling; the heavy extras that are no storage extra only when asked for, e.g.
+# EXTRAS="spark text" (pyspark unpacks to 450 MB, transformers to thousands of files; the dev
+# env's tests cover both).
+skip = {'all', 'dev', 'docs', 'spark', 'text'}
 print(' '.join(e for e in extras if e not in skip and not e.endswith('-test')))
 PY
 )

@@ -234,7 +234,9 @@ MODULES = {'s3': ['streaming.storage.s3'], 'gcs': ['streaming.storage.gcs'],
            'http': ['streaming.storage.http'], 'hf': ['streaming.storage.hf'],
            'image': ['PIL.Image'], 'spark': ['pyspark'], 'sftp': ['streaming.storage.sftp'],
            'dbfs': ['streaming.storage.dbfs'], 'fsspec': ['streaming.storage.fsspec_backend'],
-           'vision': ['streaming.vision'], 'text': ['transformers', 'streaming.text']}
+           'vision': ['streaming.vision'], 'text': ['transformers', 'streaming.text'],
+           'convert': ['pyarrow', 'streaming.convert.sources'],
+           'tokens': ['tokenizers', 'pyarrow', 'streaming.tokens.pretokenize']}
 
 
 def check(extra: str, endpoints_file: str | None) -> None:
