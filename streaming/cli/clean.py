@@ -78,7 +78,7 @@ def stale_partials(cache: str, older_than: float) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     removed_state: list[str] = []
     if not args.dry_run:
-        from streaming.coord.namespace import sweep_stale
+        from streaming.coord import sweep_stale
         base = args.shm_dir or None
         if base is not None and not os.path.isdir(base):
             raise FileNotFoundError(f'No such directory: {base}')

@@ -61,7 +61,7 @@ def _write(source: Any, args: argparse.Namespace, columns: dict[str, str],
         write_parallel(source, args.out, columns=columns, workers=args.workers,
                        writer=args.format, progress_bar=show_progress(args), **kwargs)
         return
-    from streaming.format import JSONWriter, MDSWriter
+    from streaming.writing import JSONWriter, MDSWriter
     cls = MDSWriter if args.format == 'mds' else JSONWriter
     with cls(out=args.out, columns=columns, **kwargs) as writer:
         for sample in progress(args, source, desc='Converting', unit='sample'):

@@ -46,9 +46,9 @@ _DONE = None  # End-of-input marker on a worker's queue.
 
 
 def _writer_class(writer: str) -> type:
-    from streaming import format as formats
-    classes = {'mds': formats.MDSWriter, 'json': formats.JSONWriter, 'csv': formats.CSVWriter,
-               'tsv': formats.TSVWriter, 'xsv': formats.XSVWriter}
+    from streaming import writing
+    classes = {'mds': writing.MDSWriter, 'json': writing.JSONWriter, 'csv': writing.CSVWriter,
+               'tsv': writing.TSVWriter, 'xsv': writing.XSVWriter}
     if writer not in classes:
         raise ValueError(f'writer must be one of {sorted(classes)}, got {writer!r}.')
     return classes[writer]

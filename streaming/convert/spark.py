@@ -21,10 +21,11 @@ from typing import Any, Callable
 import numpy as np
 
 from streaming.errors import ColumnMismatchError
-from streaming.format import MDSWriter, get_index_basename
+from streaming.format import get_index_basename
 from streaming.format.mds.encodings import is_mds_encoding
 from streaming.merge import merge_index as _merge_index
 from streaming.storage.upload import Uploader
+from streaming.writing import MDSWriter
 
 try:
     import pandas as pd

@@ -15,9 +15,9 @@ from argparse import Namespace
 from glob import glob
 from typing import Any, Iterable, Iterator
 
-from streaming.format import MDSWriter
 from streaming.text.convert.common import split_dir, text_parser, write_split
 from streaming.util import get_list_arg
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSWriter', 'each', 'get', 'get_list_arg', 'main', 'parse_args']
 

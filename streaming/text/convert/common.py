@@ -6,8 +6,8 @@ import os
 from argparse import ArgumentParser
 from typing import Any, Iterable
 
-from streaming.format import MDSWriter
 from streaming.util import get_list_arg
+from streaming.writing import MDSWriter
 
 __all__ = ['split_dir', 'text_parser', 'write_split']
 

@@ -11,9 +11,9 @@ import os
 from argparse import Namespace
 from typing import Iterator
 
-from streaming.format import MDSWriter
 from streaming.text.convert.common import text_parser, write_split
 from streaming.util import get_list_arg
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSWriter', 'get_list_arg', 'main', 'parse_args', 'process_split']
 

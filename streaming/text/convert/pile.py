@@ -17,10 +17,10 @@ from glob import glob
 from multiprocessing import Pool
 from typing import Iterator
 
-from streaming.format import MDSWriter
 from streaming.format.index import load_index, write_index
 from streaming.text.convert.common import text_parser
 from streaming.util import get_list_arg
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSWriter', 'each_task', 'file_to_dir', 'get_list_arg', 'main',
            'merge_shard_groups', 'parse_args', 'with_id']

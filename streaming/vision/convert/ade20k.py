@@ -15,9 +15,9 @@ from argparse import Namespace
 from glob import glob
 from typing import Any, Iterable
 
-from streaming.format import MDSWriter
 from streaming.util import get_list_arg
 from streaming.vision.convert.base import _progress, common_parser, warn_count
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSWriter', 'each', 'get', 'get_list_arg', 'main', 'parse_args']
 

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from streaming.format import MDSWriter
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSWriter', 'common_parser', 'convert_image_class_dataset', 'warn_count']
 

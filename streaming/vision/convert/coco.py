@@ -18,9 +18,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from streaming.format import MDSWriter
 from streaming.util import get_list_arg
 from streaming.vision.convert.base import _progress, common_parser, warn_count
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSWriter', 'each', 'get_list_arg', 'load_split', 'main', 'parse_args']
 

@@ -13,9 +13,9 @@ from glob import glob
 
 import numpy as np
 
-from streaming.format import MDSWriter
 from streaming.util import get_list_arg
 from streaming.vision.convert.base import _progress, common_parser
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSWriter', 'check_extensions', 'get_classes', 'get_list_arg', 'main', 'parse_args']
 

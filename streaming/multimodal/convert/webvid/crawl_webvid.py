@@ -12,7 +12,6 @@ from argparse import ArgumentParser, Namespace
 from multiprocessing import Pool
 from typing import Any, Iterator
 
-from streaming.format import MDSWriter
 from streaming.multimodal.convert.webvid.common import (
     digits_pattern,
     download,
@@ -21,6 +20,7 @@ from streaming.multimodal.convert.webvid.common import (
     head,
     parse_duration,
 )
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSWriter', 'digits_pattern', 'download', 'duration_pattern', 'each_todo', 'head',
            'main', 'parse_args', 'parse_duration']

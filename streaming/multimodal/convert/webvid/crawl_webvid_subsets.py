@@ -15,7 +15,6 @@ from typing import Any, Iterator
 
 from streaming.dataset.dataset import StreamingDataset
 from streaming.dataset.stream import Stream
-from streaming.format import MDSWriter
 from streaming.multimodal.convert.webvid.common import (
     digits_pattern,
     download,
@@ -24,6 +23,7 @@ from streaming.multimodal.convert.webvid.common import (
     head,
     parse_duration,
 )
+from streaming.writing import MDSWriter
 
 __all__ = ['MDSWriter', 'Stream', 'StreamingDataset', 'digits_pattern', 'download',
            'duration_pattern', 'each_todo', 'get_matches', 'head', 'main', 'parse_args',

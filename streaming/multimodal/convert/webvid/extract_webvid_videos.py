@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from argparse import ArgumentParser, Namespace
 
-from streaming.format import MDSWriter
 from streaming.local_dataset import LocalDataset
 from streaming.util import get_list_arg
+from streaming.writing import MDSWriter
 
 # The reference's script used StreamingDataset; the local map-style reader does the same job.
 StreamingDataset = LocalDataset

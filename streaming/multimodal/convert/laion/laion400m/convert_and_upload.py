@@ -17,10 +17,10 @@ from argparse import ArgumentParser, Namespace
 from typing import Any, Iterator
 
 from streaming.base.storage import CloudUploader
-from streaming.format import MDSWriter
 from streaming.format.index import load_index, write_index
 from streaming.storage.upload import upload_file
 from streaming.util import get_list_arg
+from streaming.writing import MDSWriter
 
 __all__ = ['CloudUploader', 'MDSWriter', 'collect_and_upload_index', 'convert',
            'convert_and_upload_shards', 'each_downloaded_shard', 'get_bytes', 'get_float',
