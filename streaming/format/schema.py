@@ -84,7 +84,8 @@ def check_names(where: str, key: str, names: Any) -> list[str]:
 
 
 def check_column_keys(where: str, entry: Mapping[str, Any], names_key: str, encodings: Any,
-                      is_encoding: Callable[[Any], bool], known: Iterable[str] | str) -> None:
+                      is_encoding: Callable[[Any], bool], known: Iterable[str] | str,
+                      encodings_key: str = 'column_encodings') -> None:
     """Column names distinct, and as many encodings as names, each one ``is_encoding`` accepts."""
     names = check_names(where, names_key, entry.get(names_key))
     if len(encodings) != len(names):
@@ -92,8 +93,8 @@ def check_column_keys(where: str, entry: Mapping[str, Any], names_key: str, enco
                              f'encodings list {len(encodings)}.')
     for name, encoding in zip(names, encodings):
         if not is_encoding(encoding):
-            raise IndexFileError(f'{where}: column {name!r} has unknown encoding '
-                                 f'{_short(encoding)}; known: {known}.')
+            raise IndexFileError(f'{where}: "{encodings_key}" gives column {name!r} the unknown '
+                                 f'encoding {_short(encoding)}; known: {known}.')
 
 
 def _short(value: Any) -> str:

@@ -21,8 +21,8 @@ def _check_entry(where: str, entry: Mapping[str, Any]) -> None:
         raise IndexFileError(f'{where}: "columns" must name at least one column.')
     for name, encoding in columns.items():
         if not is_text_encoding(encoding):
-            raise IndexFileError(f'{where}: column {name!r} has unknown encoding '
-                                 f'{encoding!r:.40}; known: {sorted(TEXT_ENCODINGS)}.')
+            raise IndexFileError(f'{where}: "columns" gives column {name!r} the unknown '
+                                 f'encoding {encoding!r:.40}; known: {sorted(TEXT_ENCODINGS)}.')
 
 
 register_format('json', reader=JSONReader, writer=JSONWriter,
