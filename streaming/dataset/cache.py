@@ -20,6 +20,7 @@ import numpy as np
 
 from streaming.coord import FileLock, SharedDir
 from streaming.dataset.stream import Stream
+from streaming.errors import ShardFileError
 from streaming.format import Reader
 from streaming.format.hashing import get_hash
 
@@ -53,6 +54,7 @@ class ShardCache:
         self._any_evictable = bool(self.evictable.any())
         self._seen_generation = [0] * len(shards)
         self._known_local = [False] * len(shards)
+        self._refetched: set[int] = set()  # Shards found bad once and downloaded again.
 
     @property
     def states(self) -> np.ndarray:
@@ -97,9 +99,10 @@ class ShardCache:
         """Whether a cached shard may be used as is.
 
         With ``validate_hash`` and a remote, a cached shard counts only if its checksum matches;
-        one that does not is deleted, to be downloaded afresh when needed.
+        one that does not is deleted, to be downloaded afresh when needed. Without a remote, a
+        mismatch is a ``ShardFileError``: the only copy is corrupt.
         """
-        if not algo or not has_remote:
+        if not algo:
             return True
         for raw, zipped in shard.file_pairs:
             expected = raw.get('hashes', {}).get(algo)
@@ -108,6 +111,9 @@ class ShardCache:
             with open(shard.path(raw), 'rb') as f:
                 if get_hash(algo, f.read()) == expected:
                     continue
+            if not has_remote:
+                raise ShardFileError(f'Shard file {shard.path(raw)} does not match its {algo} '
+                                     f'checksum in the index: it is corrupt.')
             for info in (raw, zipped):
                 if info is not None and os.path.exists(shard.path(info)):
                     os.remove(shard.path(info))
@@ -162,6 +168,16 @@ class ShardCache:
                 return reader.get_item(index)
             except FileNotFoundError:
                 self._known_local[shard_id] = False  # Evicted under us: prepare again.
+            except ShardFileError:
+                # A damaged or mismatched cached copy: download it once more before giving up.
+                if not self.evictable[shard_id] or shard_id in self._refetched:
+                    raise
+                self._refetched.add(shard_id)
+                reader.close()
+                with self._lock:
+                    if self.states[shard_id] == LOCAL:
+                        self._evict_locked(shard_id)
+                self._known_local[shard_id] = False
         hint = ' (cache_limit may be too small for the shuffle: shards are evicted before use)' \
             if self.limit is not None else ''
         raise RuntimeError(f'Shard {shard_id} vanished {retry + 1} times while being read{hint}.')

@@ -142,8 +142,16 @@ class Stream:
             zip_path = shard.path(zipped)
             if not _has_size(zip_path, zipped['bytes']):
                 self._fetch_checked(shard, zipped)
-            decompress_file(zip_path, raw_path, shard.compression,  # type: ignore[arg-type]
-                            raw['bytes'])
+            try:
+                decompress_file(zip_path, raw_path, shard.compression,  # type: ignore[arg-type]
+                                raw['bytes'])
+            except ShardFileError:
+                if not self.has_remote:
+                    raise
+                os.remove(zip_path)  # A damaged cached copy: fetch it once more.
+                self._fetch_checked(shard, zipped)
+                decompress_file(zip_path, raw_path, shard.compression,  # type: ignore[arg-type]
+                                raw['bytes'])
             if not self.safe_keep_zip:
                 os.remove(zip_path)
         return shard.get_persistent_size(self.safe_keep_zip)

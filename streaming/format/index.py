@@ -74,7 +74,8 @@ def validate_shard_entry(where: str, shard: Any) -> None:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise IndexFileError(f'{where}: "{key}" must be of type {kind.__name__}, got '
                                  f'{value!r:.80}.')
-    check_int(where, 'samples', shard['samples'], 0, MAX_SAMPLES)
+    # Writers never write an empty shard: a zero count hides a shard's samples.
+    check_int(where, 'samples', shard['samples'], 1, MAX_SAMPLES)
     compression = shard.get('compression')
     if compression is not None:
         try:

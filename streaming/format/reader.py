@@ -7,6 +7,7 @@ once, so that reading sample ``i`` is a couple of slices of the map: no reopenin
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import struct
@@ -56,14 +57,42 @@ def _offset_table(what: str, header: mmap.mmap, samples: int) -> np.ndarray:
     return np.frombuffer(header, np.uint32, count + 1, 4)
 
 
+def check_config(path: str, data: bytes, reader: Reader) -> None:
+    """The settings a shard records about itself must agree with its index entry.
+
+    ``data`` is the JSON the writer put after the offset table; each of the reader's
+    ``header_keys`` found there must equal the reader's attribute of that name (as the index gave
+    it). A shard whose columns were renamed, swapped or re-encoded in the index is refused.
+    """
+    if not data:
+        return
+    try:
+        config = json.loads(bytes(data))
+    except (ValueError, UnicodeDecodeError):
+        raise ShardFileError(f'Shard file {path} has a corrupt header: its settings are not '
+                             f'valid JSON.') from None
+    if not isinstance(config, dict):
+        raise ShardFileError(f'Shard file {path} has a corrupt header: its settings are not a '
+                             f'JSON object.')
+    for key in reader.header_keys:
+        expected = getattr(reader, key, config.get(key))  # A reader built by hand may lack one.
+        if key in config and config[key] != expected:
+            raise ShardFileError(f'Shard file {path} disagrees with its index entry: the shard '
+                                 f'says {key}={config[key]!r:.200} but the index says '
+                                 f'{expected!r:.200}.')
+
+
 class Reader(IndexingMixin):
     """One shard of a dataset directory (``dirname/split``).
 
     ``file_keys`` names the keys of an index entry that describe this kind of shard's files
-    (raw and compressed forms); index validation and ``merge_index`` read it.
+    (raw and compressed forms); index validation and ``merge_index`` read it. ``header_keys``
+    names the settings a shard records in its own header, checked against the index entry
+    the first time the shard is opened.
     """
 
     file_keys: tuple[str, ...] = ()
+    header_keys: tuple[str, ...] = ('format',)
 
     def __init__(self, dirname: str, split: str | None, compression: str | None,
                  hashes: list[str], samples: int, size_limit: int | str | None) -> None:
@@ -189,6 +218,7 @@ class SingleFileShardReader(Reader):
         if offsets[0] < 4 * (self.samples + 2):
             raise ShardFileError(f'Shard file {path} has a corrupt offset table.')
         check_offsets(path, offsets, int(offsets[0]), len(data))
+        check_config(path, data[4 * (self.samples + 2):int(offsets[0])], self)
 
     def get_sample_data(self, idx: int) -> bytes:
         data = (self._maps or self._open())[0]
@@ -215,6 +245,7 @@ class DataMetaShardReader(Reader):
         path = self.path(self.raw_meta)
         offsets = _offset_table(f'Meta file {path}', meta, self.samples)
         check_offsets(path, offsets, int(offsets[0]), len(data))
+        check_config(path, meta[4 * (self.samples + 2):], self)
 
     def get_sample_data(self, idx: int) -> bytes:
         maps = self._maps or self._open()
