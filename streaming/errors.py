@@ -17,6 +17,16 @@ class ShardFileError(StreamingError, ValueError):
     """A shard file is truncated, corrupt, or disagrees with its index entry."""
 
 
+class MissingShardFileError(ShardFileError, FileNotFoundError):
+    """A shard file named by the index is not there (also a FileNotFoundError, as before)."""
+
+    __str__ = ValueError.__str__  # Not OSError's "[Errno ...]" form.
+
+
+class UnsafeEncodingError(StreamingError, ValueError):
+    """A dataset has columns whose decoding can run arbitrary code (``pkl``), not allowed."""
+
+
 class EncodingError(StreamingError, ValueError):
     """A column encoding name is unknown or a value cannot be encoded with it."""
 

@@ -25,7 +25,7 @@ def mds_round_trip(root: str, columns: dict[str, str], samples: list[dict[str, A
                    **kwargs: Any) -> list[dict[str, Any]]:
     """Write then read back every sample through LocalDataset."""
     write_mds(root, columns, samples, **kwargs)
-    dataset = LocalDataset(root)
+    dataset = LocalDataset(root, allow_unsafe_types=True)  # Round trips cover pkl too.
     assert len(dataset) == len(samples)
     return [dataset[i] for i in range(len(dataset))]
 

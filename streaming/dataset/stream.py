@@ -11,6 +11,7 @@ from streaming.errors import ShardFileError
 from streaming.format import Reader, reader_from_json
 from streaming.format.compression import decompress_file
 from streaming.format.index import INDEX_BASENAME, load_index
+from streaming.format.registry import check_safe_encodings
 from streaming.registry import TypedRegistry
 from streaming.storage.download import download_file, hash_check
 from streaming.storage.registry import is_remote_url
@@ -118,15 +119,10 @@ class Stream:
 
     def get_shards(self, index: dict[str, Any], allow_unsafe_types: bool) -> list[Reader]:
         """A reader per shard of ``index``; pickled columns need ``allow_unsafe_types``."""
-        from streaming.format.registry import unsafe_encodings  # The format knows what is unsafe.
+        path = os.path.join(self.local_dir, INDEX_BASENAME)
         shards = []
-        for entry in index['shards']:
-            if not allow_unsafe_types:
-                unsafe = unsafe_encodings(entry)
-                if unsafe:
-                    raise ValueError(f'{self.local_dir}: column encodings {unsafe} can run '
-                                     f'arbitrary code when decoded; pass '
-                                     f'allow_unsafe_types=True if you trust this data.')
+        for i, entry in enumerate(index['shards']):
+            check_safe_encodings(f'{path}, shard {i}', entry, allow_unsafe_types)
             shards.append(reader_from_json(self.local, self.split, entry, validate=False))
         return shards
 

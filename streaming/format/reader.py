@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import ShardFileError
+from streaming.errors import MissingShardFileError, ShardFileError
 from streaming.format.compression import decompress_file
 from streaming.format.index import FileInfo
 from streaming.indexing import IndexingMixin
@@ -141,7 +141,7 @@ class Reader(IndexingMixin):
                 continue
             if zipped is None or not os.path.exists(self.path(zipped)):
                 where = raw_path if zipped is None else f'{raw_path} or {self.path(zipped)}'
-                raise FileNotFoundError(f'Shard file not found: {where}.')
+                raise MissingShardFileError(f'Shard file not found: {where}.')
             decompress_file(self.path(zipped), raw_path, self.compression,  # type: ignore[arg-type]
                             raw['bytes'])
 
