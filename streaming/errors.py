@@ -38,3 +38,21 @@ class ColumnMismatchError(StreamingError, ValueError, KeyError):
     """
 
     __str__ = ValueError.__str__  # KeyError would quote the message.
+
+
+class OutputError(StreamingError, OSError):
+    """A writer's or cache's output cannot be written: unwritable directory, full disk, ...
+
+    An ``OSError`` (its ``errno`` is the cause's), with a message naming the path and the
+    parameter that chose it.
+    """
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno  # type: ignore[misc]
+
+    __str__ = ValueError.__str__  # The message alone, not OSError's "[Errno ...]" form.
+
+
+class OutputLockedError(OutputError):
+    """Another writer holds the output directory: two writers would mix their shards."""
