@@ -307,8 +307,8 @@ class _FileSizes:
             try:
                 with os.scandir(directory) as entries:
                     for entry in entries:
-                        if entry.is_file():
-                            listing[entry.name] = entry.stat().st_size
+                        if entry.is_file(follow_symlinks=False):  # Never a planted link.
+                            listing[entry.name] = entry.stat(follow_symlinks=False).st_size
             except FileNotFoundError:
                 pass
             self._dirs[directory] = listing
