@@ -17,6 +17,7 @@ import numpy as np
 
 from streaming.errors import MissingShardFileError, ShardFileError
 from streaming.format.compression import decompress_file
+from streaming.format.hashing import get_hash
 from streaming.format.index import FileInfo
 from streaming.indexing import IndexingMixin
 
@@ -37,6 +38,17 @@ def _map_file(path: str, expected_bytes: int) -> mmap.mmap:
         if size == 0:
             raise ShardFileError(f'Shard file {path} is empty.')
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _check_hash(path: str, data: mmap.mmap, info: FileInfo, algo: str) -> None:
+    """The file's checksum must be the one its index entry records."""
+    expected = info.get('hashes', {}).get(algo)
+    if expected is None:
+        raise ShardFileError(f'validate_hash={algo!r}, but the index records no {algo} checksum '
+                             f'for {path} (it has {sorted(info.get("hashes", {}))}).')
+    if get_hash(algo, data) != expected:  # type: ignore[arg-type]
+        raise ShardFileError(f'Shard file {path} does not match its {algo} checksum in the '
+                             f'index: it is corrupt.')
 
 
 def check_offsets(path: str, offsets: np.ndarray, begin: int, end: int) -> None:
@@ -104,6 +116,7 @@ class Reader(IndexingMixin):
         self.size_limit = size_limit
         self.file_pairs: list[tuple[FileInfo, FileInfo | None]] = []
         self._maps: list[mmap.mmap] | None = None
+        self.validate_hash: str | None = None  # Set by a dataset: check files when first opened.
 
     # ---- sizes and files -----------------------------------------------------------------------
     def __len__(self) -> int:
@@ -150,6 +163,9 @@ class Reader(IndexingMixin):
         self.ensure_raw()
         maps = [_map_file(self.path(raw), raw['bytes']) for raw, _ in self.file_pairs]
         try:
+            if self.validate_hash:
+                for (raw, _), data in zip(self.file_pairs, maps):
+                    _check_hash(self.path(raw), data, raw, self.validate_hash)
             self.check_files(maps)
         except BaseException:
             for m in maps:

@@ -116,11 +116,14 @@ def _equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return True
 
 
-def _read_or_refuse(root: str, expected: list[dict[str, Any]]) -> str:
-    """'right' if every sample reads back as written, 'refused' on a typed error; else fails."""
+def _read_or_refuse(root: str, expected: list[dict[str, Any]], **kwargs: Any) -> str:
+    """'right' if every sample reads back as written, 'refused' on a typed error, else 'wrong'.
+
+    Any other exception fails the test.
+    """
     with _time_limit(SECONDS_PER_EXAMPLE):
         try:
-            dataset = LocalDataset(root)
+            dataset = LocalDataset(root, **kwargs)
             got = [dataset[i] for i in range(len(dataset))]
         except StreamingError:
             return 'refused'
@@ -263,6 +266,11 @@ def test_fuzz_shard_bytes(datasets: dict, tmp_path_factory: Any, case: tuple) ->
         data = f.read()
     with open(path, 'wb') as f:
         f.write(_mutate(data, kind, where, value))
-    outcome = _read_or_refuse(root, _expected(datasets, fmt, compression))
+    expected = _expected(datasets, fmt, compression)
+    outcome = _read_or_refuse(root, expected)
     OUTCOMES['bytes', kind, outcome] += 1
-    assert outcome in ('right', 'refused', 'wrong')  # Typed errors only; 'wrong' needs a hash.
+    # Without a checksum a changed payload byte may go unseen ('wrong'), but only typed errors
+    # escape. With validate_hash, the data is right or refused.
+    checked = _read_or_refuse(root, expected, validate_hash='xxh64')
+    OUTCOMES['bytes+hash', kind, checked] += 1
+    assert checked in ('right', 'refused'), (kind, outcome)

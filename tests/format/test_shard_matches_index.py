@@ -156,3 +156,31 @@ def test_bad_remote_shard_is_refused_after_one_more_download(tmp_path: Any) -> N
     dataset = StreamingDataset(remote=remote, local=local, batch_size=1)
     with pytest.raises(ShardFileError, match='disagrees with its index'):
         dataset[0]
+
+
+# ---- with a checksum: a corrupt payload is refused -----------------------------------------------
+
+@pytest.mark.parametrize('kind', ['local', 'streaming-local'])
+def test_corrupt_payload_caught_with_validate_hash(tmp_path: Any, kind: str) -> None:
+    root = str(tmp_path)
+    _write(root, hashes=['sha1', 'xxh64'])
+    path = os.path.join(root, 'shard.00000.mds')
+    data = bytearray(open(path, 'rb').read())
+    data[-1] ^= 1  # The last sample's text: same size, still valid UTF-8, wrong content.
+    with open(path, 'wb') as f:
+        f.write(bytes(data))
+    if kind == 'local':
+        assert _read_all(root)[-1]['c'] != 'v4'  # Unchecked: the flip goes unseen.
+        dataset = LocalDataset(root, validate_hash='xxh64')
+        with pytest.raises(ShardFileError, match=r'shard\.00000\.mds does not match its xxh64'):
+            dataset[0]
+    else:
+        with pytest.raises(ShardFileError, match=r'shard\.00000\.mds does not match its sha1'):
+            StreamingDataset(local=root, batch_size=1, validate_hash='sha1')
+
+
+def test_validate_hash_not_in_the_index(tmp_path: Any) -> None:
+    root = str(tmp_path)
+    _write(root, hashes=['sha1'])
+    with pytest.raises(ShardFileError, match=r"validate_hash='md5'.*\['sha1'\]"):
+        LocalDataset(root, validate_hash='md5')[0]
