@@ -53,3 +53,14 @@ def parse_mds_shard(data: bytes) -> tuple[list[int], dict[str, Any], list[bytes]
 
 def shard_files(root: str) -> list[str]:
     return sorted(name for name in os.listdir(root) if name.startswith('shard.'))
+
+
+def edit_index(root: str, edit: Any) -> str:
+    """Apply ``edit`` to the parsed ``root/index.json`` and write it back; returns its path."""
+    path = os.path.join(root, 'index.json')
+    with open(path) as f:
+        obj = json.load(f)
+    edit(obj)
+    with open(path, 'w') as f:
+        json.dump(obj, f)
+    return path

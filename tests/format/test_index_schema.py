@@ -10,6 +10,7 @@ import pytest
 
 from streaming import CSVWriter, JSONWriter, LocalDataset, MDSWriter, XSVWriter
 from streaming.errors import IndexFileError
+from tests.unit_helpers import edit_index
 
 Edit = Callable[[dict[str, Any]], Any]
 
@@ -20,16 +21,6 @@ def _write(root: str, cls: type = MDSWriter, shards: int = 2, **kwargs: Any) -> 
     with cls(columns=columns, out=root, size_limit=60, **extra, **kwargs) as writer:
         for i in range(4 * shards):
             writer.write({'a': i, 'b': f'v{i}'})
-
-
-def _edit(root: str, edit: Callable[[dict[str, Any]], Any]) -> str:
-    path = os.path.join(root, 'index.json')
-    with open(path) as f:
-        obj = json.load(f)
-    edit(obj)
-    with open(path, 'w') as f:
-        json.dump(obj, f)
-    return path
 
 
 def _set(key: str, value: Any) -> Edit:
@@ -93,7 +84,7 @@ MDS_EDITS = [
 def test_bad_mds_field(tmp_path: Any, field: str, edit: Edit) -> None:
     root = str(tmp_path)
     _write(root)
-    path = _edit(root, lambda obj: edit(obj['shards'][1]))
+    path = edit_index(root, lambda obj: edit(obj['shards'][1]))
     with pytest.raises(IndexFileError) as info:
         LocalDataset(root)
     message = str(info.value)
@@ -117,7 +108,7 @@ TEXT_EDITS = [
 def test_bad_xsv_field(tmp_path: Any, cls: type, field: str, edit: Edit) -> None:
     root = str(tmp_path)
     _write(root, cls)
-    path = _edit(root, lambda obj: edit(obj['shards'][0]))
+    path = edit_index(root, lambda obj: edit(obj['shards'][0]))
     with pytest.raises(IndexFileError, match=f'^{path}, shard 0: .*{field.split(".")[0]}'):
         LocalDataset(root)
 
@@ -131,7 +122,7 @@ def test_bad_xsv_field(tmp_path: Any, cls: type, field: str, edit: Edit) -> None
 def test_bad_json_or_xsv_only_field(tmp_path: Any, field: str, edit: Edit) -> None:
     root = str(tmp_path)
     _write(root, XSVWriter if field == 'separator' else JSONWriter)
-    path = _edit(root, lambda obj: edit(obj['shards'][0]))
+    path = edit_index(root, lambda obj: edit(obj['shards'][0]))
     with pytest.raises(IndexFileError, match=f'^{path}, shard 0: .*{field}'):
         LocalDataset(root)
 
@@ -140,7 +131,7 @@ def test_bad_json_or_xsv_only_field(tmp_path: Any, field: str, edit: Edit) -> No
 def test_two_entries_naming_one_file(tmp_path: Any, key: str) -> None:
     root = str(tmp_path)
     _write(root, compression='zstd')
-    path = _edit(root, lambda obj: obj['shards'][1][key].update(
+    path = edit_index(root, lambda obj: obj['shards'][1][key].update(
         basename=obj['shards'][0][key]['basename']))
     with pytest.raises(IndexFileError, match=f'^{path}, shard 1: "{key}.basename".*shard 0'):
         LocalDataset(root)
@@ -149,7 +140,7 @@ def test_two_entries_naming_one_file(tmp_path: Any, key: str) -> None:
 def test_zip_named_like_the_raw_file(tmp_path: Any) -> None:
     root = str(tmp_path)
     _write(root, compression='gz')
-    path = _edit(root, lambda obj: obj['shards'][0]['zip_data'].update(
+    path = edit_index(root, lambda obj: obj['shards'][0]['zip_data'].update(
         basename=obj['shards'][0]['raw_data']['basename']))
     with pytest.raises(IndexFileError, match=f'^{path}, shard 0: "zip_data.basename"'):
         LocalDataset(root)

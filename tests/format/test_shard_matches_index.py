@@ -6,7 +6,6 @@ width), yet disagree with the shards: only the shards' own headers can tell.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Callable
 
@@ -14,6 +13,7 @@ import pytest
 
 from streaming import CSVWriter, JSONWriter, LocalDataset, MDSWriter, StreamingDataset, XSVWriter
 from streaming.errors import IndexFileError, ShardFileError
+from tests.unit_helpers import edit_index
 
 Edit = Callable[[dict[str, Any]], Any]
 
@@ -28,12 +28,7 @@ def _write(root: str, cls: type = MDSWriter, columns: dict[str, str] | None = No
 
 
 def _edit(root: str, edit: Edit) -> None:
-    path = os.path.join(root, 'index.json')
-    with open(path) as f:
-        obj = json.load(f)
-    edit(obj['shards'][0])
-    with open(path, 'w') as f:
-        json.dump(obj, f)
+    edit_index(root, lambda obj: edit(obj['shards'][0]))
 
 
 def _read_all(root: str) -> list[dict[str, Any]]:

@@ -84,22 +84,22 @@ def test_http_authorization_header(closed_port: int, caplog: Any, monkeypatch: A
     _assert_no_secret(_download(f'http://127.0.0.1:{closed_port}/x'), caplog)
 
 
-def test_s3_endpoint_password_and_keys(closed_port: int, caplog: Any, monkeypatch: Any) -> None:
+def _aws_env(monkeypatch: Any, endpoint: str) -> None:
     pytest.importorskip('boto3')
     monkeypatch.setenv('AWS_ACCESS_KEY_ID', 'AKIDEXAMPLE')
     monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', SECRET)
     monkeypatch.setenv('AWS_DEFAULT_REGION', 'us-east-1')
-    monkeypatch.setenv('S3_ENDPOINT_URL', f'http://user:{SECRET}@127.0.0.1:{closed_port}')
+    monkeypatch.setenv('S3_ENDPOINT_URL', endpoint)
+
+
+def test_s3_endpoint_password_and_keys(closed_port: int, caplog: Any, monkeypatch: Any) -> None:
+    _aws_env(monkeypatch, f'http://user:{SECRET}@127.0.0.1:{closed_port}')
     _assert_no_secret(_download('s3://bucket/key'), caplog)
 
 
 def test_s3_secret_only_in_the_environment(closed_port: int, caplog: Any,
                                            monkeypatch: Any) -> None:
-    pytest.importorskip('boto3')
-    monkeypatch.setenv('AWS_ACCESS_KEY_ID', 'AKIDEXAMPLE')
-    monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', SECRET)
-    monkeypatch.setenv('AWS_DEFAULT_REGION', 'us-east-1')
-    monkeypatch.setenv('S3_ENDPOINT_URL', f'http://127.0.0.1:{closed_port}')
+    _aws_env(monkeypatch, f'http://127.0.0.1:{closed_port}')
     _assert_no_secret(_download('s3://bucket/key'), caplog)
 
 
@@ -135,12 +135,8 @@ def test_streaming_dataset_remote_with_password(closed_port: int, caplog: Any,
 
 def test_uploader_to_s3_with_endpoint_password(closed_port: int, caplog: Any, monkeypatch: Any,
                                                tmp_path: Any) -> None:
-    pytest.importorskip('boto3')
     from streaming import MDSWriter
-    monkeypatch.setenv('AWS_ACCESS_KEY_ID', 'AKIDEXAMPLE')
-    monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', SECRET)
-    monkeypatch.setenv('AWS_DEFAULT_REGION', 'us-east-1')
-    monkeypatch.setenv('S3_ENDPOINT_URL', f'http://user:{SECRET}@127.0.0.1:{closed_port}')
+    _aws_env(monkeypatch, f'http://user:{SECRET}@127.0.0.1:{closed_port}')
 
     def write() -> None:
         with MDSWriter(out=(str(tmp_path / 'l'), 's3://bucket/out'), columns={'a': 'int'},
