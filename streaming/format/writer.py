@@ -25,7 +25,7 @@ from streaming.fileio import atomic_write
 from streaming.format.compression import compress, get_compression_extension, parse_compression
 from streaming.format.hashing import get_hash, validate_hashes
 from streaming.format.index import INDEX_BASENAME, FileInfo, write_index
-from streaming.outlock import DirectoryLock, check_writable
+from streaming.format.outlock import DirectoryLock, check_writable
 from streaming.util import bytes_to_int, parse_quantity
 
 __all__ = ['Writer', 'SingleFileShardWriter', 'DataMetaShardWriter', 'FileDoneHook',
