@@ -17,6 +17,16 @@ class ShardFileError(StreamingError, ValueError):
     """A shard file is truncated, corrupt, or disagrees with its index entry."""
 
 
+class MissingShardFileError(ShardFileError, FileNotFoundError):
+    """A shard file named by the index is not there (also a FileNotFoundError, as before)."""
+
+    __str__ = ValueError.__str__  # Not OSError's "[Errno ...]" form.
+
+
+class UnsafeEncodingError(StreamingError, ValueError):
+    """A dataset has columns whose decoding can run arbitrary code (``pkl``), not allowed."""
+
+
 class EncodingError(StreamingError, ValueError):
     """A column encoding name is unknown or a value cannot be encoded with it."""
 
@@ -28,3 +38,21 @@ class ColumnMismatchError(StreamingError, ValueError, KeyError):
     """
 
     __str__ = ValueError.__str__  # KeyError would quote the message.
+
+
+class OutputError(StreamingError, OSError):
+    """A writer's or cache's output cannot be written: unwritable directory, full disk, ...
+
+    An ``OSError`` (its ``errno`` is the cause's), with a message naming the path and the
+    parameter that chose it.
+    """
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno  # type: ignore[misc]
+
+    __str__ = ValueError.__str__  # The message alone, not OSError's "[Errno ...]" form.
+
+
+class OutputLockedError(OutputError):
+    """Another writer holds the output directory: two writers would mix their shards."""

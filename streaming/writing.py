@@ -12,12 +12,19 @@ first among its bases: ``class MyWriter(UploadingWriter, MyLocalWriter)``.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from streaming.errors import OutputError
 from streaming.format import json as json_format
 from streaming.format import mds as mds_format
 from streaming.format import xsv as xsv_format
-from streaming.format.writer import DataMetaShardWriter, SingleFileShardWriter, Writer
+from streaming.format.writer import (
+    DataMetaShardWriter,
+    SingleFileShardWriter,
+    Writer,
+)
+from streaming.storage.registry import is_remote_url
 from streaming.storage.upload import Uploader
 
 __all__ = ['UploadingWriter', 'MDSWriter', 'JSONWriter', 'CSVWriter', 'TSVWriter', 'XSVWriter',
@@ -53,8 +60,20 @@ class UploadingWriter(Writer):
     def open_output(self, out: Any) -> str:
         """Resolve ``out`` with an ``Uploader`` and upload every file the writer finishes."""
         args = self._upload_args
-        self.uploader = Uploader(out, args['keep_local'], args['retry'], args['exist_ok'],
-                                 progress_bar=args['progress_bar'])
+        local = out if isinstance(out, str) and not is_remote_url(out) else \
+            out[0] if isinstance(out, (tuple, list)) and len(out) == 2 and \
+            all(isinstance(x, str) for x in out) else None
+        if local is not None and os.path.isdir(local):
+            # Before the Uploader may empty it (exist_ok): never under another writer's feet.
+            self._out_lock.acquire(local)
+        try:
+            self.uploader = Uploader(out, args['keep_local'], args['retry'], args['exist_ok'],
+                                     progress_bar=args['progress_bar'])
+        except (FileExistsError, ValueError):
+            raise  # A non-empty directory without exist_ok, or a malformed out.
+        except OSError as error:
+            raise OutputError(f'out={local!r} cannot be created or emptied: '
+                              f'{error.strerror or error}.', error.errno) from None
         self.keep_local = args['keep_local']
         self.remote = self.uploader.remote
         given = self.on_file_done  # A hook given by the caller runs after each upload.

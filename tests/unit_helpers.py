@@ -25,7 +25,7 @@ def mds_round_trip(root: str, columns: dict[str, str], samples: list[dict[str, A
                    **kwargs: Any) -> list[dict[str, Any]]:
     """Write then read back every sample through LocalDataset."""
     write_mds(root, columns, samples, **kwargs)
-    dataset = LocalDataset(root)
+    dataset = LocalDataset(root, allow_unsafe_types=True)  # Round trips cover pkl too.
     assert len(dataset) == len(samples)
     return [dataset[i] for i in range(len(dataset))]
 
@@ -53,3 +53,14 @@ def parse_mds_shard(data: bytes) -> tuple[list[int], dict[str, Any], list[bytes]
 
 def shard_files(root: str) -> list[str]:
     return sorted(name for name in os.listdir(root) if name.startswith('shard.'))
+
+
+def edit_index(root: str, edit: Any) -> str:
+    """Apply ``edit`` to the parsed ``root/index.json`` and write it back; returns its path."""
+    path = os.path.join(root, 'index.json')
+    with open(path) as f:
+        obj = json.load(f)
+    edit(obj)
+    with open(path, 'w') as f:
+        json.dump(obj, f)
+    return path

@@ -27,6 +27,7 @@ import numpy as np
 
 from streaming.dataset.cache import ShardCache
 from streaming.dataset.iteration import Prefetcher, shard_chunks
+from streaming.errors import ShardFileError
 from streaming.telemetry import WorkerClock
 
 __all__ = ['SampleStream', 'attach_to_fetcher']
@@ -120,6 +121,9 @@ class SampleStream:
                 columns = gather(indices[begin:end]) if gather is not None else None
             except FileNotFoundError:  # Evicted under us: the per-sample path retries.
                 self.cache.forget(shard_id)
+                return None
+            except ShardFileError as error:  # A bad cached copy: fetched again, then retried.
+                self.cache.refetch_once(shard_id, error)
                 return None
             if columns is None:
                 return None

@@ -20,6 +20,7 @@ import numpy as np
 
 from streaming.coord import FileLock, SharedDir
 from streaming.dataset.stream import Stream
+from streaming.errors import ShardFileError
 from streaming.format import Reader
 from streaming.format.hashing import get_hash
 
@@ -53,6 +54,7 @@ class ShardCache:
         self._any_evictable = bool(self.evictable.any())
         self._seen_generation = [0] * len(shards)
         self._known_local = [False] * len(shards)
+        self._refetched: set[int] = set()  # Shards found bad once and downloaded again.
 
     @property
     def states(self) -> np.ndarray:
@@ -97,9 +99,10 @@ class ShardCache:
         """Whether a cached shard may be used as is.
 
         With ``validate_hash`` and a remote, a cached shard counts only if its checksum matches;
-        one that does not is deleted, to be downloaded afresh when needed.
+        one that does not is deleted, to be downloaded afresh when needed. Without a remote, a
+        mismatch is a ``ShardFileError``: the only copy is corrupt.
         """
-        if not algo or not has_remote:
+        if not algo:
             return True
         for raw, zipped in shard.file_pairs:
             expected = raw.get('hashes', {}).get(algo)
@@ -108,6 +111,9 @@ class ShardCache:
             with open(shard.path(raw), 'rb') as f:
                 if get_hash(algo, f.read()) == expected:
                     continue
+            if not has_remote:
+                raise ShardFileError(f'Shard file {shard.path(raw)} does not match its {algo} '
+                                     f'checksum in the index: it is corrupt.')
             for info in (raw, zipped):
                 if info is not None and os.path.exists(shard.path(info)):
                     os.remove(shard.path(info))
@@ -181,7 +187,24 @@ class ShardCache:
                 return reader.get_item(index)
             except FileNotFoundError:
                 self.forget(shard_id)
+            except ShardFileError as error:
+                self.refetch_once(shard_id, error)
         raise self.vanished(shard_id, retry)
+
+    def refetch_once(self, shard_id: int, error: ShardFileError) -> None:
+        """A damaged or mismatched cached copy: evict it so the next read downloads it again.
+
+        Only once per shard and only for shards that have a remote; otherwise ``error`` is
+        raised.
+        """
+        if not self.evictable[shard_id] or shard_id in self._refetched:
+            raise error
+        self._refetched.add(shard_id)
+        self.shards[shard_id].close()
+        with self._lock:
+            if self.states[shard_id] == LOCAL:
+                self._evict_locked(shard_id)
+        self.forget(shard_id)
 
     def touch(self, shard_id: int) -> None:
         self.access[shard_id] = time.monotonic_ns()
@@ -308,8 +331,8 @@ class _FileSizes:
             try:
                 with os.scandir(directory) as entries:
                     for entry in entries:
-                        if entry.is_file():
-                            listing[entry.name] = entry.stat().st_size
+                        if entry.is_file(follow_symlinks=False):  # Never a planted link.
+                            listing[entry.name] = entry.stat(follow_symlinks=False).st_size
             except FileNotFoundError:
                 pass
             self._dirs[directory] = listing

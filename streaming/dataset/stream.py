@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from typing import Any
 
-from streaming.errors import ShardFileError
+from streaming.errors import OutputError, ShardFileError
 from streaming.format import Reader, reader_from_json
 from streaming.format.compression import decompress_file
 from streaming.format.index import INDEX_BASENAME, load_index
+from streaming.format.registry import check_safe_encodings
+from streaming.format.writer import make_output_dir
 from streaming.registry import TypedRegistry
 from streaming.storage.download import download_file, hash_check
 from streaming.storage.registry import is_remote_url
@@ -27,6 +30,32 @@ def check_download_settings(download_retry: int | None, download_timeout: float 
         raise ValueError(f'download_retry must be >= 0, got {download_retry}.')
     if download_timeout is not None and download_timeout <= 0:
         raise ValueError(f'download_timeout must be > 0, got {download_timeout}.')
+
+
+def private_cache_root() -> str:
+    """The default cache parent: ``<tmp>/streaming-cache-<uid>``, mode 0700, ours alone.
+
+    On a shared machine another user could otherwise plant files or symlinks in a predictable
+    cache path. A directory there that someone else owns, or that others may write to, is
+    refused (``OutputError`` naming ``local``): pass ``local=`` to use another place.
+    """
+    uid = os.getuid() if hasattr(os, 'getuid') else 0
+    root = os.path.join(tempfile.gettempdir(), f'streaming-cache-{uid}')
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise OutputError(f'local: the default cache directory {root} cannot be created '
+                          f'({error.strerror}); pass local=...', error.errno) from None
+    st = os.lstat(root)
+    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, 'getuid') and st.st_uid != uid) or \
+            st.st_mode & 0o022:
+        kind = 'a symlink' if stat.S_ISLNK(st.st_mode) else f'mode {stat.S_IMODE(st.st_mode):o}'
+        raise OutputError(f'local: the default cache directory {root} is not a private '
+                          f'directory of this user (owner uid {st.st_uid}, {kind}): refusing to '
+                          f'cache there; remove it or pass local=...')
+    return root
 
 
 def _join(root: str, *parts: str) -> str:
@@ -66,7 +95,7 @@ class Stream:
         self.split = split or ''
         if local is None:
             digest = hashlib.blake2s(str(remote).encode(), digest_size=16).hexdigest()
-            local = os.path.join(tempfile.gettempdir(), 'streaming-cache', digest)
+            local = os.path.join(private_cache_root(), digest)
         self.local = local
         self.proportion, self.repeat, self.choose = proportion, repeat, choose
         self._given = {'download_retry': download_retry, 'download_timeout': download_timeout,
@@ -113,27 +142,33 @@ class Stream:
         """This stream's index; ``fetch`` re-downloads it from the remote first."""
         path = os.path.join(self.local_dir, INDEX_BASENAME)
         if fetch and self.has_remote:
+            make_output_dir(os.path.normpath(self.local_dir), 'local')
             self.download_file(INDEX_BASENAME)
         return load_index(path)
 
     def get_shards(self, index: dict[str, Any], allow_unsafe_types: bool) -> list[Reader]:
         """A reader per shard of ``index``; pickled columns need ``allow_unsafe_types``."""
-        from streaming.format.registry import unsafe_encodings  # The format knows what is unsafe.
+        path = os.path.join(self.local_dir, INDEX_BASENAME)
         shards = []
-        for entry in index['shards']:
-            if not allow_unsafe_types:
-                unsafe = unsafe_encodings(entry)
-                if unsafe:
-                    raise ValueError(f'{self.local_dir}: column encodings {unsafe} can run '
-                                     f'arbitrary code when decoded; pass '
-                                     f'allow_unsafe_types=True if you trust this data.')
+        for i, entry in enumerate(index['shards']):
+            check_safe_encodings(f'{path}, shard {i}', entry, allow_unsafe_types)
             shards.append(reader_from_json(self.local, self.split, entry, validate=False))
         return shards
+
+    def check_inside(self, path: str) -> None:
+        """Refuse a shard path whose directory resolves outside ``local`` (a planted symlink)."""
+        local = os.path.realpath(self.local)
+        where = os.path.realpath(os.path.dirname(path))
+        if where != local and not where.startswith(local + os.sep):
+            raise ShardFileError(f'{path} resolves to {where}, outside the cache directory '
+                                 f'local={self.local!r} (a symlinked directory?): refusing to '
+                                 f'read or write there.')
 
     def prepare_shard(self, shard: Reader) -> int:
         """Make ``shard``'s raw files present locally; returns the bytes it now takes on disk."""
         for raw, zipped in shard.file_pairs:
             raw_path = shard.path(raw)
+            self.check_inside(raw_path)
             if _has_size(raw_path, raw['bytes']):
                 continue
             if zipped is None:
@@ -142,8 +177,16 @@ class Stream:
             zip_path = shard.path(zipped)
             if not _has_size(zip_path, zipped['bytes']):
                 self._fetch_checked(shard, zipped)
-            decompress_file(zip_path, raw_path, shard.compression,  # type: ignore[arg-type]
-                            raw['bytes'])
+            try:
+                decompress_file(zip_path, raw_path, shard.compression,  # type: ignore[arg-type]
+                                raw['bytes'])
+            except ShardFileError:
+                if not self.has_remote:
+                    raise
+                os.remove(zip_path)  # A damaged cached copy: fetch it once more.
+                self._fetch_checked(shard, zipped)
+                decompress_file(zip_path, raw_path, shard.compression,  # type: ignore[arg-type]
+                                raw['bytes'])
             if not self.safe_keep_zip:
                 os.remove(zip_path)
         return shard.get_persistent_size(self.safe_keep_zip)
@@ -175,10 +218,12 @@ class Stream:
 
 
 def _has_size(path: str, size: int) -> bool:
+    """Whether ``path`` is a regular file (not a symlink) of ``size`` bytes."""
     try:
-        return os.path.getsize(path) == size
+        st = os.lstat(path)
     except OSError:
         return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == size
 
 
 # Stream classes by name, for StreamingDataset(stream_name=..., stream_config=...).

@@ -87,9 +87,11 @@ def reader_from_json(dirname: str, split: str | None, obj: dict[str, Any],
     kwargs.setdefault('hashes', [])
     kwargs.setdefault('size_limit', None)
     try:
-        return cls(dirname, split, **kwargs)
+        reader = cls(dirname, split, **kwargs)
     except TypeError as error:
         raise IndexFileError(f'Shard entry {obj.get("raw_data")} in {dirname} is missing a '
                              f'key: {error}') from None
     except EncodingError as error:
         raise IndexFileError(f'Shard entry {obj.get("raw_data")} in {dirname}: {error}') from None
+    reader.format = obj['format']  # Checked against the shard's own header when opened.
+    return reader

@@ -8,15 +8,23 @@ problem with the path and the offending shard and key, instead of failing deep i
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, TypedDict
 
 from streaming.errors import IndexFileError, MissingIndexError
 from streaming.fileio import atomic_write
+from streaming.format.compression import parse_compression
 from streaming.format.registry import get_format, get_formats
+from streaming.format.schema import (
+    MAX_RAW_BYTES,
+    MAX_SAMPLES,
+    MAX_ZIP_BYTES,
+    check_file_info,
+    check_int,
+    check_str,
+)
 
 __all__ = ['INDEX_BASENAME', 'FileInfo', 'get_index_basename', 'load_index', 'dump_index',
-           'write_index', 'validate_shard_entry', 'check_same_lengths']
+           'write_index', 'validate_shard_entry', 'check_same_lengths', 'shard_basenames']
 
 INDEX_BASENAME = 'index.json'
 INDEX_VERSION = 2
@@ -48,46 +56,59 @@ def write_index(path: str, shards: list[dict[str, Any]], sort_keys: bool = True)
     atomic_write(path, dump_index(shards, sort_keys))
 
 
-def _check_file_info(where: str, key: str, info: Any, optional: bool) -> None:
-    if info is None and optional:
-        return
-    if not isinstance(info, dict) or not isinstance(info.get('basename'), str) or \
-            not isinstance(info.get('bytes'), int) or not isinstance(info.get('hashes', {}), dict):
-        raise IndexFileError(f'{where}: "{key}" must be an object with "basename" (str), "bytes" '
-                             f'(int) and "hashes" (object), got {info!r}.')
-    base = info['basename']
-    if os.path.isabs(base) or '..' in base.replace('\\', '/').split('/'):
-        raise IndexFileError(f'{where}: "{key}" basename {base!r} must be a relative path inside '
-                             f'the dataset directory.')
-
-
 def validate_shard_entry(where: str, shard: Any) -> None:
-    """Check one shard entry of an index; ``where`` names it in error messages."""
+    """Check one shard entry of an index, every field once; ``where`` names it in errors."""
     if not isinstance(shard, dict):
         raise IndexFileError(f'{where}: expected an object, got {type(shard).__name__}.')
     fmt = shard.get('format')
     try:
         shard_format = get_format(fmt)
     except KeyError:
-        raise IndexFileError(f'{where}: unknown shard format {fmt!r}; expected one of '
-                             f'{get_formats()}.') from None
-    if shard.get('version') != INDEX_VERSION:
-        raise IndexFileError(f'{where}: shard version is {shard.get("version")!r}; only version '
-                             f'{INDEX_VERSION} can be read.')
+        raise IndexFileError(f'{where}: "format" is an unknown shard format {fmt!r}; expected '
+                             f'one of {get_formats()}.') from None
+    if shard.get('version') != INDEX_VERSION or isinstance(shard.get('version'), bool):
+        raise IndexFileError(f'{where}: shard "version" is {shard.get("version")!r}; only '
+                             f'version {INDEX_VERSION} can be read.')
     for key, kind in shard_format.required_keys.items():
         value = shard.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise IndexFileError(f'{where}: "{key}" must be of type {kind.__name__}, got '
-                                 f'{value!r}.')
-    if shard['samples'] < 0:
-        raise IndexFileError(f'{where}: "samples" must not be negative, got {shard["samples"]}.')
+                                 f'{value!r:.80}.')
+    # Writers never write an empty shard: a zero count hides a shard's samples.
+    check_int(where, 'samples', shard['samples'], 1, MAX_SAMPLES)
+    compression = shard.get('compression')
+    if compression is not None:
+        try:
+            parse_compression(check_str(where, 'compression', compression))
+        except ValueError as error:
+            raise IndexFileError(f'{where}: "compression": {error}') from None
+    hashes = shard.get('hashes', [])
+    if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
+        raise IndexFileError(f'{where}: "hashes" must be a list of algorithm names, got '
+                             f'{hashes!r:.80}.')
+    if shard.get('size_limit') is not None:
+        check_int(where, 'size_limit', shard['size_limit'], 0, MAX_RAW_BYTES)
     if shard_format.check_entry is not None:
         shard_format.check_entry(where, shard)
-    compression = shard.get('compression')
     for key in shard_format.file_keys:
-        _check_file_info(where, key, shard.get(key), optional=key.startswith('zip'))
-        if key.startswith('zip') and compression and shard.get(key) is None:
-            raise IndexFileError(f'{where}: compression is {compression!r} but "{key}" is null.')
+        info = shard.get(key)
+        if key.startswith('zip_'):
+            if info is None:
+                if compression:
+                    raise IndexFileError(f'{where}: "compression" is {compression!r} but '
+                                         f'"{key}" is null.')
+                continue
+            if not compression:
+                raise IndexFileError(f'{where}: "{key}" names a compressed file but '
+                                     f'"compression" is null.')
+        check_file_info(where, key, info, MAX_ZIP_BYTES if key.startswith('zip_') else
+                        MAX_RAW_BYTES)
+
+
+def shard_basenames(shard: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, basename) of each file a validated shard entry names."""
+    keys = get_format(shard['format']).file_keys
+    return [(key, shard[key]['basename']) for key in keys if shard.get(key) is not None]
 
 
 def check_same_lengths(where: str, shard: Any, keys: tuple[str, ...]) -> None:
@@ -117,6 +138,14 @@ def load_index(path: str) -> dict[str, Any]:
     shards = obj.get('shards')
     if not isinstance(shards, list):
         raise IndexFileError(f'{path}: "shards" must be a list.')
+    seen: dict[str, str] = {}
     for i, shard in enumerate(shards):
-        validate_shard_entry(f'{path}, shard {i}', shard)
+        where = f'{path}, shard {i}'
+        validate_shard_entry(where, shard)
+        for key, name in shard_basenames(shard):
+            name = name.replace('\\', '/')
+            if name in seen:
+                raise IndexFileError(f'{where}: "{key}.basename" {name!r} is already used by '
+                                     f'{seen[name]}: two entries may not name the same file.')
+            seen[name] = f'shard {i} "{key}"'
     return obj

@@ -7,6 +7,7 @@ once, so that reading sample ``i`` is a couple of slices of the map: no reopenin
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import struct
@@ -14,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import ShardFileError
+from streaming.errors import MissingShardFileError, ShardFileError
 from streaming.format.compression import decompress_file
+from streaming.format.hashing import get_hash
 from streaming.format.index import FileInfo
 from streaming.indexing import IndexingMixin
 
@@ -38,6 +40,17 @@ def _map_file(path: str, expected_bytes: int) -> mmap.mmap:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
+def _check_hash(path: str, data: mmap.mmap, info: FileInfo, algo: str) -> None:
+    """The file's checksum must be the one its index entry records."""
+    expected = info.get('hashes', {}).get(algo)
+    if expected is None:
+        raise ShardFileError(f'validate_hash={algo!r}, but the index records no {algo} checksum '
+                             f'for {path} (it has {sorted(info.get("hashes", {}))}).')
+    if get_hash(algo, data) != expected:  # type: ignore[arg-type]
+        raise ShardFileError(f'Shard file {path} does not match its {algo} checksum in the '
+                             f'index: it is corrupt.')
+
+
 def check_offsets(path: str, offsets: np.ndarray, begin: int, end: int) -> None:
     """Offsets must start at ``begin``, never decrease, and end at ``end``."""
     if len(offsets) == 0 or offsets[0] != begin or offsets[-1] != end or \
@@ -56,14 +69,42 @@ def _offset_table(what: str, header: mmap.mmap, samples: int) -> np.ndarray:
     return np.frombuffer(header, np.uint32, count + 1, 4)
 
 
+def check_config(path: str, data: bytes, reader: Reader) -> None:
+    """The settings a shard records about itself must agree with its index entry.
+
+    ``data`` is the JSON the writer put after the offset table; each of the reader's
+    ``header_keys`` found there must equal the reader's attribute of that name (as the index gave
+    it). A shard whose columns were renamed, swapped or re-encoded in the index is refused.
+    """
+    if not data:
+        return
+    try:
+        config = json.loads(bytes(data))
+    except (ValueError, UnicodeDecodeError):
+        raise ShardFileError(f'Shard file {path} has a corrupt header: its settings are not '
+                             f'valid JSON.') from None
+    if not isinstance(config, dict):
+        raise ShardFileError(f'Shard file {path} has a corrupt header: its settings are not a '
+                             f'JSON object.')
+    for key in reader.header_keys:
+        expected = getattr(reader, key, config.get(key))  # A reader built by hand may lack one.
+        if key in config and config[key] != expected:
+            raise ShardFileError(f'Shard file {path} disagrees with its index entry: the shard '
+                                 f'says {key}={config[key]!r:.200} but the index says '
+                                 f'{expected!r:.200}.')
+
+
 class Reader(IndexingMixin):
     """One shard of a dataset directory (``dirname/split``).
 
     ``file_keys`` names the keys of an index entry that describe this kind of shard's files
-    (raw and compressed forms); index validation and ``merge_index`` read it.
+    (raw and compressed forms); index validation and ``merge_index`` read it. ``header_keys``
+    names the settings a shard records in its own header, checked against the index entry
+    the first time the shard is opened.
     """
 
     file_keys: tuple[str, ...] = ()
+    header_keys: tuple[str, ...] = ('format',)
 
     def __init__(self, dirname: str, split: str | None, compression: str | None,
                  hashes: list[str], samples: int, size_limit: int | str | None) -> None:
@@ -75,6 +116,7 @@ class Reader(IndexingMixin):
         self.size_limit = size_limit
         self.file_pairs: list[tuple[FileInfo, FileInfo | None]] = []
         self._maps: list[mmap.mmap] | None = None
+        self.validate_hash: str | None = None  # Set by a dataset: check files when first opened.
 
     # ---- sizes and files -----------------------------------------------------------------------
     def __len__(self) -> int:
@@ -112,7 +154,7 @@ class Reader(IndexingMixin):
                 continue
             if zipped is None or not os.path.exists(self.path(zipped)):
                 where = raw_path if zipped is None else f'{raw_path} or {self.path(zipped)}'
-                raise FileNotFoundError(f'Shard file not found: {where}.')
+                raise MissingShardFileError(f'Shard file not found: {where}.')
             decompress_file(self.path(zipped), raw_path, self.compression,  # type: ignore[arg-type]
                             raw['bytes'])
 
@@ -121,6 +163,9 @@ class Reader(IndexingMixin):
         self.ensure_raw()
         maps = [_map_file(self.path(raw), raw['bytes']) for raw, _ in self.file_pairs]
         try:
+            if self.validate_hash:
+                for (raw, _), data in zip(self.file_pairs, maps):
+                    _check_hash(self.path(raw), data, raw, self.validate_hash)
             self.check_files(maps)
         except BaseException:
             for m in maps:
@@ -189,6 +234,7 @@ class SingleFileShardReader(Reader):
         if offsets[0] < 4 * (self.samples + 2):
             raise ShardFileError(f'Shard file {path} has a corrupt offset table.')
         check_offsets(path, offsets, int(offsets[0]), len(data))
+        check_config(path, data[4 * (self.samples + 2):int(offsets[0])], self)
 
     def get_sample_data(self, idx: int) -> bytes:
         data = (self._maps or self._open())[0]
@@ -215,6 +261,7 @@ class DataMetaShardReader(Reader):
         path = self.path(self.raw_meta)
         offsets = _offset_table(f'Meta file {path}', meta, self.samples)
         check_offsets(path, offsets, int(offsets[0]), len(data))
+        check_config(path, meta[4 * (self.samples + 2):], self)
 
     def get_sample_data(self, idx: int) -> bytes:
         maps = self._maps or self._open()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 __all__ = ['ShardFormat', 'register_format', 'unregister_format', 'get_format', 'get_formats',
-           'unsafe_encodings']
+           'unsafe_encodings', 'check_safe_encodings']
 
 EntryCheck = Callable[[str, Mapping[str, Any]], None]
 
@@ -122,3 +122,18 @@ def unsafe_encodings(entry: Mapping[str, Any]) -> list[str]:
     if shard_format is None or shard_format.unsafe_encodings is None:
         return []
     return shard_format.unsafe_encodings(entry)
+
+
+def check_safe_encodings(where: str, entry: Mapping[str, Any], allow_unsafe_types: bool) -> None:
+    """Refuse a shard entry with unsafe column encodings unless ``allow_unsafe_types``.
+
+    The one check and message every dataset class uses; raises ``UnsafeEncodingError``.
+    """
+    if allow_unsafe_types:
+        return
+    unsafe = unsafe_encodings(entry)
+    if unsafe:
+        from streaming.errors import UnsafeEncodingError
+        raise UnsafeEncodingError(f'{where}: column encoding(s) {unsafe} can run arbitrary code '
+                                  f'when decoded; pass allow_unsafe_types=True only if you trust '
+                                  f'whoever wrote this dataset.')

@@ -20,14 +20,16 @@ from typing import Any, Callable
 
 import numpy as np
 
+from streaming.errors import OutputError
 from streaming.fileio import atomic_write
 from streaming.format.compression import compress, get_compression_extension, parse_compression
 from streaming.format.hashing import get_hash, validate_hashes
 from streaming.format.index import INDEX_BASENAME, FileInfo, write_index
+from streaming.format.outlock import DirectoryLock, check_writable
 from streaming.util import bytes_to_int, parse_quantity
 
 __all__ = ['Writer', 'SingleFileShardWriter', 'DataMetaShardWriter', 'FileDoneHook',
-           'parse_size_limit']
+           'parse_size_limit', 'make_output_dir']
 
 # Offsets inside a shard are uint32, so no shard may reach 4 GiB.
 MAX_SHARD_BYTES = (1 << 32) - 1
@@ -63,7 +65,11 @@ class Writer:
         self.extra_bytes_per_shard = extra_bytes_per_shard
         self.extra_bytes_per_sample = extra_bytes_per_sample
         self.on_file_done = on_file_done
+        # One writer per directory: a second one fails at once, naming the directory and holder.
+        self._out_lock = DirectoryLock('out')
         self.local = self.open_output(out)  # Last: nothing on disk changes for bad arguments.
+        self._out_lock.acquire(self.local)
+        check_writable(self.local, 'out')
         self._pool = ThreadPoolExecutor(max_workers=max_workers or
                                         min(4, (os.cpu_count() or 1) + 1),
                                         thread_name_prefix='shard-writer')
@@ -86,7 +92,7 @@ class Writer:
         if not isinstance(out, str):
             raise ValueError(f'out must be a local directory (str), got {out!r}; the writers in '
                              f'streaming.writing (streaming.MDSWriter, ...) also take remotes.')
-        os.makedirs(out, exist_ok=True)
+        make_output_dir(out, 'out')
         return out
 
     # ---- subclass hooks ----------------------------------------------------------------------
@@ -162,7 +168,7 @@ class Writer:
                 name = f'{basename}.{get_compression_extension(self.compression)}'
                 zip_info = FileInfo(basename=name, bytes=len(data),
                                     hashes={h: get_hash(h, data) for h in self.hashes})
-            atomic_write(os.path.join(self.local, name), data)
+            _write_output(os.path.join(self.local, name), data)
             self._file_done(name)
             pairs.append((raw_info, zip_info))
         return self.shard_entry(samples, pairs)
@@ -186,7 +192,11 @@ class Writer:
             for future in self._pending:
                 self._shards.append(future.result())
             self._pending = []
-            write_index(os.path.join(self.local, INDEX_BASENAME), self._shards)
+            path = os.path.join(self.local, INDEX_BASENAME)
+            try:
+                write_index(path, self._shards)
+            except OSError as error:
+                raise _output_error(path, error) from None
             self._file_done(INDEX_BASENAME)
         finally:
             self._close()
@@ -195,6 +205,7 @@ class Writer:
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self._progress is not None:
             self._progress.close()
+        self._out_lock.release()
 
     def __enter__(self) -> Writer:
         return self
@@ -208,6 +219,29 @@ class Writer:
             # a partial dataset for a complete one.
             self._finished = True
             self._close()
+
+
+def make_output_dir(path: str, parameter: str) -> None:
+    """Create ``path`` if missing; ``OutputError`` naming ``parameter`` if that fails."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise OutputError(f'{parameter}={path!r} cannot be created: '
+                          f'{error.strerror or error}.', error.errno) from None
+
+
+def _output_error(path: str, error: OSError) -> OutputError:
+    return OutputError(f'Cannot write {path}: {error.strerror or error}; no index.json is '
+                       f'written, so the partial output is not mistaken for a dataset.',
+                       error.errno)
+
+
+def _write_output(path: str, data: bytes) -> None:
+    """Publish one shard file; a full disk or other OS failure is an OutputError naming it."""
+    try:
+        atomic_write(path, data)
+    except OSError as error:
+        raise _output_error(path, error) from None
 
 
 def _offsets(start: int, samples: list[bytes]) -> np.ndarray:

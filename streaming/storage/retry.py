@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, TypeVar
 
 from streaming.storage.errors import DiskFullError, TransientError
-from streaming.storage.secrets import redact
+from streaming.storage.secrets import redact, scrub_exception
 
 __all__ = ['DISK_ERRNOS', 'THROTTLED_STATUSES', 'RetriesExhausted', 'RetryPolicy',
            'call_with_retries', 'describe', 'is_fatal', 'parse_retry_after', 'retry_after']
@@ -156,6 +156,7 @@ def call_with_retries(operation: Callable[[], T], *, retries: int, policy: Retry
         try:
             result = operation()
         except Exception as error:
+            scrub_exception(error)  # SDK messages may quote endpoint URLs with passwords.
             if fatal(error):
                 raise
             if attempt + 1 == attempts:

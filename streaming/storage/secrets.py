@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ['redact', 'SECRET_ENV_VARS']
+__all__ = ['redact', 'scrub_exception', 'SECRET_ENV_VARS']
 
 # Environment variables whose values are secrets (never identifiers such as key ids).
 SECRET_ENV_VARS = (
@@ -17,6 +17,8 @@ SECRET_ENV_VARS = (
 _MASK = '***'
 # user:password@ in URLs of network schemes (oci://bucket@namespace is not a credential).
 _USERINFO = re.compile(r'(?i)\b((?:https?|ftp|sftp)://)[^/\s@]+@')
+# user:password@ in any other scheme (a colon in the userinfo: never oci's bucket@namespace).
+_ANY_USERINFO = re.compile(r'(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:]*:[^/\s@]+@')
 # Signed-URL and token query parameters.
 _QUERY = re.compile(r'(?i)([?&](?:sig|signature|x-amz-signature|x-amz-credential|'
                     r'x-amz-security-token|x-goog-signature|x-goog-credential|token|'
@@ -44,5 +46,51 @@ def redact(text: object) -> str:
     for value in _secret_values():
         out = out.replace(value, _MASK)
     out = _USERINFO.sub(r'\1' + _MASK + '@', out)
+    out = _ANY_USERINFO.sub(r'\1' + _MASK + '@', out)
     out = _QUERY.sub(r'\1' + _MASK, out)
     return _PAIRS.sub(r'\1' + _MASK, out)
+
+
+def _scrub_value(value: object, depth: int = 0) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if depth < 3 and isinstance(value, dict):
+        return {k: _scrub_value(v, depth + 1) for k, v in value.items()}
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return type(value)(_scrub_value(v, depth + 1) for v in value)
+    if isinstance(value, BaseException):
+        scrub_exception(value)
+    return value
+
+
+def scrub_exception(error: BaseException | None) -> BaseException | None:
+    """Redact credentials, in place, from ``error`` and every exception chained to it.
+
+    SDK errors put endpoint URLs (with any password in them) in their messages and attributes;
+    wrapping them (``raise ... from error``) would still print them in a traceback. This walks
+    ``__cause__`` and ``__context__`` (printed or not) and rewrites each exception's ``args``
+    and string attributes. Returns ``error``.
+    """
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        try:
+            current.args = tuple(_scrub_value(a) for a in current.args)
+            for name, value in list(getattr(current, '__dict__', {}).items()):
+                if not isinstance(value, BaseException):
+                    setattr(current, name, _scrub_value(value))
+                else:
+                    pending.append(value)
+        except (AttributeError, TypeError):
+            pass  # An exception type with read-only attributes: leave it.
+        if isinstance(current, OSError) and isinstance(current.filename, str):
+            try:
+                current.filename = redact(current.filename)
+            except (AttributeError, TypeError):
+                pass
+        pending += [current.__cause__, current.__context__]
+    return error

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import struct
@@ -13,7 +12,7 @@ import pytest
 
 from streaming import CSVWriter, JSONWriter, LocalDataset, MDSWriter, TSVWriter, XSVWriter
 from streaming.errors import IndexFileError, ShardFileError
-from tests.unit_helpers import read_index, shard_files, write_mds
+from tests.unit_helpers import edit_index, read_index, shard_files, write_mds
 
 COLUMNS = {'text': 'str', 'id': 'int', 'arr': 'ndarray', 'u': 'uint16', 'j': 'json'}
 
@@ -36,12 +35,7 @@ def _read_every_sample(root: str) -> list[dict[str, Any]]:
 
 
 def _edit_index(root: str, edit: Callable[[dict[str, Any]], Any]) -> None:
-    path = os.path.join(root, 'index.json')
-    with open(path) as f:
-        obj = json.load(f)
-    edit(obj)
-    with open(path, 'w') as f:
-        json.dump(obj, f)
+    edit_index(root, edit)
 
 
 def _set_file(path: str, data: bytes) -> None:

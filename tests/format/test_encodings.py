@@ -419,4 +419,4 @@ def test_property_samples_round_trip(tmp_path_factory: pytest.TempPathFactory,
         assert set(sample) == set(want)
         for name in want:
             assert _same_value(sample[name], want[name]), (name, sample[name], want[name])
-    assert isinstance(LocalDataset(root)[-1], dict)
+    assert isinstance(LocalDataset(root, allow_unsafe_types=True)[-1], dict)

@@ -20,7 +20,7 @@ def write(case: str, out: str) -> None:
 
 
 def read(directory: str) -> list[dict]:
-    dataset = streaming.LocalDataset(local=directory)
+    dataset = streaming.LocalDataset(local=directory, allow_unsafe_types=True)
     return [canon_sample(dataset[i]) for i in range(len(dataset))]
 
 

@@ -14,6 +14,8 @@ __all__ = ['JSONReader']
 class JSONReader(DataMetaShardReader):
     """One JSON-lines shard."""
 
+    header_keys = ('format', 'columns', 'newline')
+
     def __init__(self, dirname: str, split: str | None, columns: dict[str, str],
                  compression: str | None, hashes: list[str], newline: str, raw_data: FileInfo,
                  raw_meta: FileInfo, samples: int, size_limit: int | str | None,

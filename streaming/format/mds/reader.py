@@ -40,6 +40,8 @@ def _gather_u32(buf: np.ndarray, starts: np.ndarray) -> np.ndarray:
 class MDSReader(SingleFileShardReader):
     """One MDS shard: a header (count, offsets, config JSON) followed by the samples."""
 
+    header_keys = ('format', 'column_names', 'column_encodings', 'column_sizes')
+
     def __init__(self, dirname: str, split: str | None, column_encodings: list[str],
                  column_names: list[str], column_sizes: list[int | None],
                  compression: str | None, hashes: list[str], raw_data: FileInfo, samples: int,

@@ -15,6 +15,7 @@ class XSVReader(DataMetaShardReader):
     """One separated-values shard."""
 
     fixed_separator = ''  # Set by formats whose name implies the separator.
+    header_keys = ('format', 'column_names', 'column_encodings', 'newline', 'separator')
 
     def __init__(self, dirname: str, split: str | None, column_encodings: list[str],
                  column_names: list[str], compression: str | None, hashes: list[str],

@@ -1,0 +1,97 @@
+"""``DirectoryLock``: one writer per output directory, enforced with ``flock`` on the directory.
+
+The lock is taken on the directory itself (no lock file appears among the dataset's files) and
+released by the kernel if the writer dies. A second writer into the same directory, in this
+process or another, fails at once with ``OutputLockedError`` naming the directory and, where
+``/proc/locks`` tells, the process holding it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+from streaming.errors import OutputError, OutputLockedError
+from streaming.fileio import create_temp, remove_quietly
+
+__all__ = ['DirectoryLock', 'check_writable']
+
+
+class DirectoryLock:
+    """An exclusive lock on one directory at a time; ``parameter`` names it in errors."""
+
+    def __init__(self, parameter: str) -> None:
+        self.parameter = parameter
+        self._fd: int | None = None
+
+    def acquire(self, path: str) -> None:
+        """Lock ``path`` (a directory); a no-op if this lock already holds that directory."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0) |
+                         getattr(os, 'O_CLOEXEC', 0))
+        except OSError as error:
+            raise OutputError(f'{self.parameter}={path!r} cannot be opened as a directory: '
+                              f'{error.strerror}.', error.errno) from None
+        if self._fd is not None and _same_file(fd, self._fd):
+            os.close(fd)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise OutputLockedError(f'{self.parameter}={path!r}: another writer is writing to '
+                                    f'this directory ({holder}); two writers into one directory '
+                                    f'would mix their shards. Wait for it to finish or write '
+                                    f'elsewhere.') from None
+        self.release()
+        self._fd = fd
+
+    def release(self) -> None:
+        """Let the directory go (closing the descriptor drops the lock)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def check_writable(path: str, parameter: str) -> None:
+    """Create and remove a temporary file in ``path``; ``OutputError`` naming ``parameter``."""
+    try:
+        fd, temp = create_temp(os.path.join(path, 'probe'))
+        os.close(fd)
+        remove_quietly(temp)
+    except OSError as error:
+        raise OutputError(f'{parameter}={path!r} is not writable: '
+                          f'{error.strerror or error}.', error.errno) from None
+
+
+def _same_file(fd: int, other: int) -> bool:
+    a, b = os.fstat(fd), os.fstat(other)
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _holder(fd: int) -> str:
+    """Who holds the flock on ``fd``'s file, from ``/proc/locks`` (Linux); best effort."""
+    st = os.fstat(fd)
+    device = f'{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}'
+    try:
+        with open('/proc/locks') as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 'held by another writer'
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == 'FLOCK' and fields[5] == device:
+            pid = fields[4]
+            if pid == str(os.getpid()):
+                return f'held by another writer in this process, pid {pid}'
+            try:
+                with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                    command = f.read().replace(b'\0', b' ').decode(errors='replace').strip()
+            except OSError:
+                command = ''
+            return f'held by process {pid}' + (f': {command[:120]}' if command else '')
+    return 'held by another writer'
