@@ -23,7 +23,7 @@ from streaming.dataset.stream import Stream
 from streaming.format import Reader
 from streaming.format.hashing import get_hash
 
-__all__ = ['ShardCache', 'cache_arrays', 'REMOTE', 'PREPARING', 'LOCAL']
+__all__ = ['ShardCache', 'cache_arrays', 'local_shard_usage', 'REMOTE', 'PREPARING', 'LOCAL']
 
 REMOTE, PREPARING, LOCAL = 0, 1, 2
 
@@ -75,18 +75,24 @@ class ShardCache:
 
     # ---- setup ----------------------------------------------------------------------------------
     def scan_local(self) -> None:
-        """Record which shards are already complete on disk (local leader, once)."""
+        """Record which shards are already complete on disk (local leader, once).
+
+        Each stream's ``set_up_local`` says what its shards take on disk (0: not local), so a
+        Stream subclass overriding it decides. The streams' ``index.json`` files count too, as
+        ``get_index_size`` reports them.
+        """
         with self._lock:
-            usage = 0
+            usage = sum(stream.get_index_size() for stream in self.streams)
             states = self.states
-            sizes = _FileSizes()
-            for i, shard in enumerate(self.shards):
-                stream = self.streams[self.shard_streams[i]]
-                if all(sizes.get(shard.path(raw)) == raw['bytes'] for raw, _ in shard.file_pairs) \
-                        and self._trusted(shard, stream.validate_hash, stream.has_remote):
-                    states[i] = LOCAL
-                    usage += shard.get_persistent_size(self.streams[self.shard_streams[i]]
-                                                       .safe_keep_zip)
+            per_shard = np.zeros(len(self.shards), np.int64)
+            for stream_id, stream in enumerate(self.streams):
+                members = np.flatnonzero(self.shard_streams == stream_id)
+                if not len(members):
+                    continue
+                begin, end = int(members[0]), int(members[-1]) + 1
+                stream.set_up_local(self.shards[begin:end], per_shard[begin:end])
+            states[per_shard > 0] = LOCAL
+            usage += int(per_shard.sum())
             self.shared.array('cache_usage')[0] = usage
         if self.limit is not None and usage > self.limit:
             with self._lock:
@@ -115,9 +121,13 @@ class ShardCache:
         return True
 
     def check_limit(self) -> None:
-        """Refuse a cache_limit that cannot hold the shards one step of iteration needs."""
+        """Refuse a cache_limit that cannot hold the indexes and two of the largest shards."""
         if self.limit is None or not self.shards:
             return
+        indexes = sum(stream.get_index_size() for stream in self.streams)
+        if self.limit <= indexes:
+            raise ValueError(f'cache_limit={self.limit} bytes is too small: the streams\' '
+                             f'index.json files alone take {indexes} bytes.')
         largest = max(shard.get_max_size() for shard in self.shards)
         if self.limit < 2 * largest:
             raise ValueError(f'cache_limit={self.limit} bytes is too small: the largest '
@@ -272,6 +282,19 @@ class ShardCache:
                 raise RuntimeError('No local shard can be evicted (none is local, or none has a '
                                    'remote to fetch it from again).')
             return self._evict_locked(int(candidates[np.argmin(self.access[candidates])]))
+
+
+def local_shard_usage(stream: Stream, shards: list[Reader]) -> list[int]:
+    """Bytes each of ``stream``'s ``shards`` takes on disk if complete and trusted, else 0."""
+    sizes = _FileSizes()
+    usage = []
+    for shard in shards:
+        complete = all(sizes.get(shard.path(raw)) == raw['bytes'] for raw, _ in shard.file_pairs)
+        if complete and ShardCache._trusted(shard, stream.validate_hash, stream.has_remote):
+            usage.append(shard.get_persistent_size(stream.safe_keep_zip))
+        else:
+            usage.append(0)
+    return usage
 
 
 class _FileSizes:

@@ -53,7 +53,10 @@ class ResumeRecord:
         if missing:
             raise ValueError(f'load_state_dict: the state lacks {sorted(missing)}; expected the '
                              f'dict returned by state_dict().')
-        record = cls(int(state['epoch']), int(state['sample_in_epoch']),
+        epoch, sample_in_epoch = int(state['epoch']), int(state['sample_in_epoch'])
+        if epoch == -1:  # The reference's state before any iteration: start at the beginning.
+            epoch, sample_in_epoch = 0, 0
+        record = cls(epoch, sample_in_epoch,
                      state.get('num_canonical_nodes'), state.get('shuffle_seed'),
                      state.get('initial_physical_nodes'))
         if record.epoch < 0 or record.sample_in_epoch < 0:
@@ -82,6 +85,24 @@ class EpochState:
             atomic_write(self._resume_path(),
                          json.dumps({'generation': generation, **asdict(record)}))
             self._array('resume_generation')[0] = generation
+
+    def next_epoch(self) -> int:
+        return int(self._array('next_epoch')[self.rank])
+
+    def set_next_epoch(self, epoch: int) -> None:
+        with self.shared.lock('epoch'):
+            self._array('next_epoch')[self.rank] = epoch
+
+    def peek_pending(self) -> ResumeRecord | None:
+        """The resume record the next session will apply, if any (without applying it)."""
+        try:
+            with open(self._resume_path()) as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return None
+        if data.pop('generation') <= self._array('resume_applied')[self.rank]:
+            return None
+        return ResumeRecord(**data)
 
     def _pending(self) -> ResumeRecord | None:
         try:
