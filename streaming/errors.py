@@ -33,8 +33,8 @@ class CorruptIndexError(IndexFileError, json.JSONDecodeError):
         return type(self), (self.args[0], self.doc, self.pos)
 
 
-class EmptyIndexError(IndexFileError):
-    """A dataset whose indexes list no shards at all."""
+class EmptyIndexError(IndexFileError, RuntimeError):
+    """A dataset whose indexes list no shards at all (also the reference's RuntimeError)."""
 
 
 class ShardFileError(StreamingError, ValueError):

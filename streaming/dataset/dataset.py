@@ -180,12 +180,13 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             indexes = [s.get_index(fetch=False) for s in self.streams]
         shards, shard_streams = [], []
         for stream_id, (stream, index) in enumerate(zip(self.streams, indexes)):
-            for shard in stream.get_shards(index, config.allow_unsafe_types):
-                shards.append(shard)
-                shard_streams.append(stream_id)
-        if not shards:
-            raise EmptyIndexError(f'No shards to read: the index.json of every stream '
-                                  f'({", ".join(s.local_dir for s in self.streams)}) lists none.')
+            stream_shards = stream.get_shards(index, config.allow_unsafe_types)
+            if not sum(shard.samples for shard in stream_shards):
+                raise EmptyIndexError(f'Stream {stream_id} has no samples: its index '
+                                      f'{os.path.join(stream.local_dir, "index.json")} lists '
+                                      f'{len(stream_shards)} shards, none with a sample.')
+            shards += stream_shards
+            shard_streams += [stream_id] * len(stream_shards)
         self.shards = shards
         self.num_shards = len(shards)
         self.stream_per_shard = np.array(shard_streams, np.int64)
