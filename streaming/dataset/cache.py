@@ -124,15 +124,13 @@ class ShardCache:
         """Refuse a cache_limit that cannot hold the indexes and two of the largest shards."""
         if self.limit is None or not self.shards:
             return
-        indexes = sum(stream.get_index_size() for stream in self.streams)
-        if self.limit <= indexes:
-            raise ValueError(f'cache_limit={self.limit} bytes is too small: the streams\' '
-                             f'index.json files alone take {indexes} bytes.')
         largest = max(shard.get_max_size() for shard in self.shards)
-        if self.limit < 2 * largest:
+        indexes = sum(stream.get_index_size() for stream in self.streams)
+        if self.limit < 2 * largest + indexes:
             raise ValueError(f'cache_limit={self.limit} bytes is too small: the largest '
-                             f'shard needs {largest} bytes while it is prepared, and the cache '
-                             f'must hold at least two such shards ({2 * largest} bytes).')
+                             f'shard needs {largest} bytes while it is prepared, the cache '
+                             f'must hold at least two such shards plus the streams\' index.json '
+                             f'files ({indexes} bytes): {2 * largest + indexes} bytes in all.')
 
     def samples_that_fit(self, samples_per_shard: np.ndarray) -> int | None:
         """About how many samples' shards fit in half of ``cache_limit``; None without a limit.
