@@ -28,8 +28,10 @@ def _batch_len(batch: Any) -> int:
 
 
 class _Counted(NamedTuple):
-    """A collated batch with the number of samples it was made of (a namedtuple, so that
-    ``pin_memory`` pins the batch inside it)."""
+    """A collated batch and the number of samples it was made of.
+
+    A namedtuple, so that ``pin_memory`` pins the batch inside it.
+    """
 
     count: int
     batch: Any
