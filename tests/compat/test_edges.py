@@ -22,9 +22,9 @@ import json, os, shutil, warnings
 import numpy as np
 from streaming import MDSWriter, Stream, StreamingDataLoader, StreamingDataset
 
-def write(out, n, size_limit=1 << 9, columns=None):
+def write(out, n, size_limit=1 << 9, columns=None, start=0):
     with MDSWriter(out=out, columns=columns or {'id': 'int'}, size_limit=size_limit) as w:
-        for i in range(n):
+        for i in range(start, start + n):
             w.write({name: (i if kind == 'int' else str(i)) for name, kind in
                      (columns or {'id': 'int'}).items()})
 
@@ -219,6 +219,16 @@ dataset = StreamingDataset(streams=[NothingLocal(remote=root + '/remote',
                                                   local=root + '/local')], batch_size=2)
 result = [dataset.cache_usage == dataset.streams[0].get_index_size()]
 """,
+    # Stratified batching when the streams' shares of a batch tie for the extra sample.
+    'stratified_ties': """
+streams = []
+for k in range(3):
+    write(root + f'/s{k}', 30, start=100 * k)
+    streams.append(Stream(local=root + f'/s{k}', proportion=1))
+dataset = StreamingDataset(streams=streams, batch_size=4, batching_method='stratified')
+ids = [s['id'] for s in dataset]
+result = [len(ids), [sorted(i // 100 for i in ids[b:b + 4]) for b in range(0, 12, 4)]]
+""",
     # Dataset members users call.
     'dataset_members': """
 from concurrent.futures import Future
@@ -385,6 +395,13 @@ def test_apply_weights_override_takes_effect(ours, ref) -> None:
 
 def test_set_up_local_override_takes_effect(ours, ref) -> None:
     assert ours['set_up_local_override'] == ref['set_up_local_override'] == [True]
+
+
+def test_stratified_ties_go_as_in_the_reference(ours, ref) -> None:
+    # Three equal streams, global batch 4: the fourth sample of each batch goes to the last
+    # stream in both (the reference's tie-breaking).
+    assert ours['stratified_ties'] == ref['stratified_ties']
+    assert ours['stratified_ties'][1][0] == [0, 1, 2, 2]
 
 
 def test_dataset_members(ours, ref) -> None:
