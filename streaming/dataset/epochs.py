@@ -93,28 +93,24 @@ class EpochState:
         with self.shared.lock('epoch'):
             self._array('next_epoch')[self.rank] = epoch
 
-    def peek_pending(self) -> ResumeRecord | None:
-        """The resume record the next session will apply, if any (without applying it)."""
-        try:
-            with open(self._resume_path()) as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return None
-        if data.pop('generation') <= self._array('resume_applied')[self.rank]:
-            return None
-        return ResumeRecord(**data)
-
-    def _pending(self) -> ResumeRecord | None:
+    def _read_resume(self) -> tuple[int, ResumeRecord] | None:
+        """(generation, record) of the latest ``load_state_dict`` on this rank, if any."""
         try:
             with open(self._resume_path()) as f:
                 data = json.load(f)
         except FileNotFoundError:
             return None
         generation = data.pop('generation')
-        if generation <= self._array('resume_applied')[self.rank]:
+        return generation, ResumeRecord(**data)
+
+    def peek_pending(self, apply: bool = False) -> ResumeRecord | None:
+        """The resume record the next session will apply, if any; ``apply`` marks it applied."""
+        latest = self._read_resume()
+        if latest is None or latest[0] <= self._array('resume_applied')[self.rank]:
             return None
-        self._array('resume_applied')[self.rank] = generation
-        return ResumeRecord(**data)
+        if apply:
+            self._array('resume_applied')[self.rank] = latest[0]
+        return latest[1]
 
     def begin_session(self, key: int) -> tuple[int, int, ResumeRecord | None]:
         """(epoch, samples to skip, resume record applied) for the session ``key``."""
@@ -125,7 +121,7 @@ class EpochState:
                 if stored_key == key:
                     record = self._pending_for_session(epoch, start)
                     return epoch, start, record
-            record = self._pending()
+            record = self.peek_pending(apply=True)
             if record is not None:
                 epoch, start = record.epoch, record.sample_in_epoch
             else:
@@ -139,13 +135,10 @@ class EpochState:
 
     def _pending_for_session(self, epoch: int, start: int) -> ResumeRecord | None:
         """Later workers of a resumed session need the record's layout too: re-read it."""
-        try:
-            with open(self._resume_path()) as f:
-                data = json.load(f)
-        except FileNotFoundError:
+        latest = self._read_resume()
+        if latest is None:
             return None
-        data.pop('generation')
-        record = ResumeRecord(**data)
+        record = latest[1]
         return record if (record.epoch, record.sample_in_epoch) == (epoch, start) else None
 
     def current(self) -> tuple[int, int]:

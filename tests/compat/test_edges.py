@@ -114,23 +114,18 @@ def weights(**kwargs):
 result = [weights(), weights(a={'repeat': 2}, b={'choose': 10}),
           weights(a={'proportion': 1}, b={'proportion': 3}, epoch_size=100)]
 """,
-    'corrupt_index': """
-os.makedirs(root + '/d')
-with open(root + '/d/index.json', 'w') as f:
-    f.write('{"version": 2, "shards": [')
-try:
-    StreamingDataset(local=root + '/d', batch_size=1)
-    result = None
-except Exception as error:
-    result = error_names(error)
-""",
-    'missing_local_index': """
-os.makedirs(root + '/d')
-try:
-    StreamingDataset(local=root + '/d', batch_size=1)
-    result = None
-except Exception as error:
-    result = error_names(error)
+    # A corrupt index.json, and no index.json (with no remote).
+    'index_errors': """
+def failure(case):
+    os.makedirs(root + '/' + case)
+    if case == 'corrupt':
+        with open(root + '/corrupt/index.json', 'w') as f:
+            f.write('{"version": 2, "shards": [')
+    try:
+        StreamingDataset(local=root + '/' + case, batch_size=1)
+    except Exception as error:
+        return error_names(error)
+result = {case: failure(case) for case in ('corrupt', 'missing')}
 """,
     'cache_counts_index': """
 write(root + '/remote', 50)
@@ -266,21 +261,6 @@ result = out
 }
 
 
-def _run_all(base: str) -> dict[str, Any]:
-    """Run every case in this interpreter (under ``base``); returns results by case name."""
-    results: dict[str, Any] = {}
-    for name, code in CASES.items():
-        namespace: dict[str, Any] = {'root': os.path.join(base, name)}
-        os.makedirs(namespace['root'])
-        try:
-            exec(HEADER + code, namespace)  # noqa: S102 - the test's own snippets
-            results[name] = namespace['result']
-        except Exception as error:
-            results[name] = {'raised': [c.__name__ for c in type(error).__mro__],
-                             'message': str(error)[:500]}
-    return results
-
-
 @pytest.fixture(scope='module')
 def ref(tmp_path_factory) -> dict[str, Any]:
     base = str(tmp_path_factory.mktemp('ref'))
@@ -289,6 +269,8 @@ def ref(tmp_path_factory) -> dict[str, Any]:
     return run_reference_code(code)[0]
 
 
+# Runs every case under ``base``; returns results by case name. The same source runs here and
+# in the reference's process.
 _RUNNER = '''
 def run_all(base):
     results = {}
@@ -307,7 +289,9 @@ def run_all(base):
 
 @pytest.fixture(scope='module')
 def ours(tmp_path_factory) -> dict[str, Any]:
-    return json.loads(json.dumps(_run_all(str(tmp_path_factory.mktemp('ours')))))
+    namespace: dict[str, Any] = {'CASES': CASES, 'HEADER': HEADER, 'os': os}
+    exec(_RUNNER, namespace)  # noqa: S102 - the test's own runner
+    return json.loads(json.dumps(namespace['run_all'](str(tmp_path_factory.mktemp('ours')))))
 
 
 def test_warm_cache_survives_a_lost_remote_index(ours, ref) -> None:
@@ -351,14 +335,16 @@ def _reference_type_in_ours(ours_names: list[str], ref_names: list[str]) -> None
 
 
 def test_corrupt_index_is_also_a_json_decode_error(ours, ref) -> None:
-    assert ref['corrupt_index'][0] == 'json.decoder.JSONDecodeError'
-    _reference_type_in_ours(ours['corrupt_index'], ref['corrupt_index'])
+    mine, theirs = ours['index_errors']['corrupt'], ref['index_errors']['corrupt']
+    assert theirs[0] == 'json.decoder.JSONDecodeError'
+    _reference_type_in_ours(mine, theirs)
 
 
 def test_missing_local_index_without_remote_is_also_a_runtime_error(ours, ref) -> None:
-    assert ref['missing_local_index'][0] == 'builtins.RuntimeError'
-    _reference_type_in_ours(ours['missing_local_index'], ref['missing_local_index'])
-    assert 'builtins.FileNotFoundError' in ours['missing_local_index']
+    mine, theirs = ours['index_errors']['missing'], ref['index_errors']['missing']
+    assert theirs[0] == 'builtins.RuntimeError'
+    _reference_type_in_ours(mine, theirs)
+    assert 'builtins.FileNotFoundError' in mine
 
 
 def test_cache_usage_counts_index_json(ours, ref) -> None:
