@@ -21,9 +21,8 @@ import numpy as np
 from streaming.coord import FileLock, SharedDir
 from streaming.dataset.stream import Stream
 from streaming.format import Reader
-from streaming.format.hashing import get_hash
 
-__all__ = ['ShardCache', 'cache_arrays', 'local_shard_usage', 'REMOTE', 'PREPARING', 'LOCAL']
+__all__ = ['ShardCache', 'cache_arrays', 'REMOTE', 'PREPARING', 'LOCAL']
 
 REMOTE, PREPARING, LOCAL = 0, 1, 2
 
@@ -97,28 +96,6 @@ class ShardCache:
         if self.limit is not None and usage > self.limit:
             with self._lock:
                 self._make_room(0, keep=-1)
-
-    @staticmethod
-    def _trusted(shard: Reader, algo: str | None, has_remote: bool) -> bool:
-        """Whether a cached shard may be used as is.
-
-        With ``validate_hash`` and a remote, a cached shard counts only if its checksum matches;
-        one that does not is deleted, to be downloaded afresh when needed.
-        """
-        if not algo or not has_remote:
-            return True
-        for raw, zipped in shard.file_pairs:
-            expected = raw.get('hashes', {}).get(algo)
-            if expected is None:
-                continue
-            with open(shard.path(raw), 'rb') as f:
-                if get_hash(algo, f.read()) == expected:
-                    continue
-            for info in (raw, zipped):
-                if info is not None and os.path.exists(shard.path(info)):
-                    os.remove(shard.path(info))
-            return False
-        return True
 
     def check_limit(self) -> None:
         """Refuse a cache_limit that cannot hold the indexes and two of the largest shards."""
@@ -280,41 +257,3 @@ class ShardCache:
                 raise RuntimeError('No local shard can be evicted (none is local, or none has a '
                                    'remote to fetch it from again).')
             return self._evict_locked(int(candidates[np.argmin(self.access[candidates])]))
-
-
-def local_shard_usage(stream: Stream, shards: list[Reader]) -> list[int]:
-    """Bytes each of ``stream``'s ``shards`` takes on disk if complete and trusted, else 0."""
-    sizes = _FileSizes()
-    usage = []
-    for shard in shards:
-        complete = all(sizes.get(shard.path(raw)) == raw['bytes'] for raw, _ in shard.file_pairs)
-        if complete and ShardCache._trusted(shard, stream.validate_hash, stream.has_remote):
-            usage.append(shard.get_persistent_size(stream.safe_keep_zip))
-        else:
-            usage.append(0)
-    return usage
-
-
-class _FileSizes:
-    """File sizes looked up through one ``scandir`` per directory, not one ``stat`` per file.
-
-    With 50k shards that is the difference between a second and a few milliseconds.
-    """
-
-    def __init__(self) -> None:
-        self._dirs: dict[str, dict[str, int]] = {}
-
-    def get(self, path: str) -> int | None:
-        directory, name = os.path.split(path)
-        listing = self._dirs.get(directory)
-        if listing is None:
-            listing = {}
-            try:
-                with os.scandir(directory) as entries:
-                    for entry in entries:
-                        if entry.is_file():
-                            listing[entry.name] = entry.stat().st_size
-            except FileNotFoundError:
-                pass
-            self._dirs[directory] = listing
-        return listing.get(name)

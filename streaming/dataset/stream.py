@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from streaming.dataset.local_scan import local_shard_usage
 from streaming.errors import MissingLocalIndexError, ShardFileError
 from streaming.format import Reader, reader_from_json
 from streaming.format.compression import decompress_file
@@ -231,8 +232,8 @@ class Stream:
         0 means the shard is not (completely, or trustworthily) local. The dataset's first rank
         on each node calls this once per stream; a subclass may override it.
         """
-        from streaming.dataset.cache import local_shard_usage
-        cache_usage_per_shard[:] = local_shard_usage(self, shards)
+        cache_usage_per_shard[:] = local_shard_usage(shards, self.validate_hash, self.has_remote,
+                                                     self.safe_keep_zip)
 
     def prepare_shard(self, shard: Reader) -> int:
         """Make ``shard``'s raw files present locally; returns the bytes it now takes on disk."""
