@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
 from torch.utils.data import DataLoader
@@ -27,22 +28,67 @@ def _batch_len(batch: Any) -> int:
     return len(batch)
 
 
+class _Counted(NamedTuple):
+    """A collated batch and the number of samples it was made of.
+
+    A namedtuple, so that ``pin_memory`` pins the batch inside it.
+    """
+
+    count: int
+    batch: Any
+
+
+class _CountingCollate:
+    """Wraps a ``collate_fn`` to record how many samples each batch holds, whatever it returns."""
+
+    def __init__(self, collate_fn: Callable[[list], Any]) -> None:
+        self.collate_fn = collate_fn
+        # The dataset's batch fetch (streaming.dataset.batches) collates some batches itself:
+        # it looks through this wrapper at ``inner_collate`` and tags its batches with
+        # ``counted``.
+        self.inner_collate = collate_fn
+
+    def __call__(self, samples: list) -> _Counted:
+        return _Counted(len(samples), self.collate_fn(samples))
+
+    @staticmethod
+    def counted(count: int, batch: Any) -> _Counted:
+        return _Counted(count, batch)
+
+
 class StreamingDataLoader(DataLoader):
-    """A DataLoader that counts the samples it yields, so ``state_dict()`` can resume mid-epoch."""
+    """A DataLoader that counts the samples it yields, so ``state_dict()`` can resume mid-epoch.
+
+    Samples are counted as the collate function receives them, so the count is right whatever
+    ``collate_fn`` returns (``collate_fn=list`` included).
+    """
 
     def __init__(self, *args: Any, log_every: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0
         # Data-stall telemetry (streaming.telemetry); log_every=N logs a line every N steps.
         self.stats = LoaderStats(self.num_workers, log_every)
-        if isinstance(self.dataset, StreamingDataset):
-            self.dataset._loader_stats = self.stats
+        dataset = self.dataset
+        if isinstance(dataset, StreamingDataset):
+            dataset._loader_stats = self.stats
+        if isinstance(dataset, StreamingDataset) and self.batch_size is not None and \
+                dataset.batch_size is not None and dataset.batch_size != self.batch_size:
+            warnings.warn(f'StreamingDataset batch_size={dataset.batch_size} differs from the '
+                          f'DataLoader batch_size={self.batch_size}: the dataset lays out each '
+                          f'epoch (and resumes) in batches of its own batch_size, so pass the '
+                          f'same per-device batch size to both.', stacklevel=2)
+        if self._auto_collation and not isinstance(self.collate_fn, _CountingCollate):
+            self.collate_fn = _CountingCollate(self.collate_fn)
 
     def __iter__(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
         for batch in self.stats.timed(super().__iter__()):
-            self.num_samples_yielded += _batch_len(batch)
-            yield batch
+            if isinstance(batch, _Counted):
+                self.num_samples_yielded += batch.count
+                yield batch.batch
+            else:
+                self.num_samples_yielded += _batch_len(batch)
+                yield batch
 
     def state_dict(self) -> dict[str, Any] | None:
         """The dataset's resume state after the samples yielded so far (None if not streaming)."""

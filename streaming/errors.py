@@ -1,5 +1,7 @@
 """Exceptions raised for bad input, each a subclass of a builtin users already catch."""
 
+import json
+
 
 class StreamingError(Exception):
     """Base class of every error this library raises on purpose."""
@@ -11,6 +13,28 @@ class IndexFileError(StreamingError, ValueError):
 
 class MissingIndexError(IndexFileError, FileNotFoundError):
     """There is no ``index.json`` where one is needed (a FileNotFoundError, as in the reference)."""
+
+
+class MissingLocalIndexError(MissingIndexError, RuntimeError):
+    """No local ``index.json`` and no remote to fetch it from (the reference's RuntimeError)."""
+
+
+class CorruptIndexError(IndexFileError, json.JSONDecodeError):
+    """An ``index.json`` that is not valid JSON; also the ``json.JSONDecodeError`` it is."""
+
+    def __init__(self, message: str, doc: str = '', pos: int = 0) -> None:
+        json.JSONDecodeError.__init__(self, message, doc, pos)
+        self.args = (message,)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.args[0], self.doc, self.pos)
+
+
+class EmptyIndexError(IndexFileError, RuntimeError):
+    """A dataset whose indexes list no shards at all (also the reference's RuntimeError)."""
 
 
 class ShardFileError(StreamingError, ValueError):

@@ -87,6 +87,17 @@ class UploadingWriter(Writer):
         self.on_file_done = upload_then_call
         return self.uploader.local
 
+    @property
+    def shards(self) -> list[dict[str, Any]]:
+        """The index entries of the shards finished so far (the reference's attribute)."""
+        self._collect_done()
+        return self._shards
+
+    @property
+    def cloud_writer(self) -> Uploader:
+        """The uploader that sends each finished file to the remote (``upload_file(basename)``)."""
+        return self.uploader
+
     def finish(self) -> None:
         """Write the last shard and the index, upload them, and drop a temporary staging dir."""
         if self._finished:

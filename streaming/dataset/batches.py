@@ -199,7 +199,10 @@ class _BatchFetch:
     def __init__(self, fetcher: Any, stream: SampleStream) -> None:
         self.fetcher = fetcher
         self.stream = stream
-        self.default = fetcher.collate_fn is _default_collate()
+        collate = fetcher.collate_fn
+        # StreamingDataLoader wraps collate_fn to count samples: look through the wrapper.
+        self.default = getattr(collate, 'inner_collate', collate) is _default_collate()
+        self.counted = getattr(collate, 'counted', None)
 
     def __call__(self, possibly_batched_index: Any) -> Any:
         fetcher, stream, clock = self.fetcher, self.stream, self.stream.clock
@@ -226,7 +229,7 @@ class _BatchFetch:
         if runs is not None and self.default:
             if clock is not None:
                 clock.add_read(time.perf_counter() - started, len(shards))
-            return batch
+            return batch if self.counted is None else self.counted(len(shards), batch)
         if clock is None:
             return fetcher.collate_fn(batch)
         middle = time.perf_counter()

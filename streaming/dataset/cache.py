@@ -22,7 +22,6 @@ from streaming.coord import FileLock, SharedDir
 from streaming.dataset.stream import Stream
 from streaming.errors import ShardFileError
 from streaming.format import Reader
-from streaming.format.hashing import get_hash
 
 __all__ = ['ShardCache', 'cache_arrays', 'REMOTE', 'PREPARING', 'LOCAL']
 
@@ -77,58 +76,40 @@ class ShardCache:
 
     # ---- setup ----------------------------------------------------------------------------------
     def scan_local(self) -> None:
-        """Record which shards are already complete on disk (local leader, once)."""
+        """Record which shards are already complete on disk (local leader, once).
+
+        Each stream's ``set_up_local`` says what its shards take on disk (0: not local), so a
+        Stream subclass overriding it decides. The streams' ``index.json`` files count too, as
+        ``get_index_size`` reports them.
+        """
         with self._lock:
-            usage = 0
+            usage = sum(stream.get_index_size() for stream in self.streams)
             states = self.states
-            sizes = _FileSizes()
-            for i, shard in enumerate(self.shards):
-                stream = self.streams[self.shard_streams[i]]
-                if all(sizes.get(shard.path(raw)) == raw['bytes'] for raw, _ in shard.file_pairs) \
-                        and self._trusted(shard, stream.validate_hash, stream.has_remote):
-                    states[i] = LOCAL
-                    usage += shard.get_persistent_size(self.streams[self.shard_streams[i]]
-                                                       .safe_keep_zip)
+            per_shard = np.zeros(len(self.shards), np.int64)
+            for stream_id, stream in enumerate(self.streams):
+                members = np.flatnonzero(self.shard_streams == stream_id)
+                if not len(members):
+                    continue
+                begin, end = int(members[0]), int(members[-1]) + 1
+                stream.set_up_local(self.shards[begin:end], per_shard[begin:end])
+            states[per_shard > 0] = LOCAL
+            usage += int(per_shard.sum())
             self.shared.array('cache_usage')[0] = usage
         if self.limit is not None and usage > self.limit:
             with self._lock:
                 self._make_room(0, keep=-1)
 
-    @staticmethod
-    def _trusted(shard: Reader, algo: str | None, has_remote: bool) -> bool:
-        """Whether a cached shard may be used as is.
-
-        With ``validate_hash`` and a remote, a cached shard counts only if its checksum matches;
-        one that does not is deleted, to be downloaded afresh when needed. Without a remote, a
-        mismatch is a ``ShardFileError``: the only copy is corrupt.
-        """
-        if not algo:
-            return True
-        for raw, zipped in shard.file_pairs:
-            expected = raw.get('hashes', {}).get(algo)
-            if expected is None:
-                continue
-            with open(shard.path(raw), 'rb') as f:
-                if get_hash(algo, f.read()) == expected:
-                    continue
-            if not has_remote:
-                raise ShardFileError(f'Shard file {shard.path(raw)} does not match its {algo} '
-                                     f'checksum in the index: it is corrupt.')
-            for info in (raw, zipped):
-                if info is not None and os.path.exists(shard.path(info)):
-                    os.remove(shard.path(info))
-            return False
-        return True
-
     def check_limit(self) -> None:
-        """Refuse a cache_limit that cannot hold the shards one step of iteration needs."""
+        """Refuse a cache_limit that cannot hold the indexes and two of the largest shards."""
         if self.limit is None or not self.shards:
             return
         largest = max(shard.get_max_size() for shard in self.shards)
-        if self.limit < 2 * largest:
+        indexes = sum(stream.get_index_size() for stream in self.streams)
+        if self.limit < 2 * largest + indexes:
             raise ValueError(f'cache_limit={self.limit} bytes is too small: the largest '
-                             f'shard needs {largest} bytes while it is prepared, and the cache '
-                             f'must hold at least two such shards ({2 * largest} bytes).')
+                             f'shard needs {largest} bytes while it is prepared, the cache '
+                             f'must hold at least two such shards plus the streams\' index.json '
+                             f'files ({indexes} bytes): {2 * largest + indexes} bytes in all.')
 
     def samples_that_fit(self, samples_per_shard: np.ndarray) -> int | None:
         """About how many samples' shards fit in half of ``cache_limit``; None without a limit.
@@ -312,28 +293,3 @@ class ShardCache:
                 raise RuntimeError('No local shard can be evicted (none is local, or none has a '
                                    'remote to fetch it from again).')
             return self._evict_locked(int(candidates[np.argmin(self.access[candidates])]))
-
-
-class _FileSizes:
-    """File sizes looked up through one ``scandir`` per directory, not one ``stat`` per file.
-
-    With 50k shards that is the difference between a second and a few milliseconds.
-    """
-
-    def __init__(self) -> None:
-        self._dirs: dict[str, dict[str, int]] = {}
-
-    def get(self, path: str) -> int | None:
-        directory, name = os.path.split(path)
-        listing = self._dirs.get(directory)
-        if listing is None:
-            listing = {}
-            try:
-                with os.scandir(directory) as entries:
-                    for entry in entries:
-                        if entry.is_file(follow_symlinks=False):  # Never a planted link.
-                            listing[entry.name] = entry.stat(follow_symlinks=False).st_size
-            except FileNotFoundError:
-                pass
-            self._dirs[directory] = listing
-        return listing.get(name)

@@ -101,7 +101,7 @@ class DatasetConfig:
                 check_int(name, a[name], 1)
         check_int('shuffle_seed', a['shuffle_seed'], 0)
         if a['predownload'] is None:
-            a['predownload'] = 8 * a['batch_size'] if a['batch_size'] else 64
+            a['predownload'] = cls.default_predownload(a['batch_size'])
         else:
             check_int('predownload', a['predownload'], 0)
             if a['batch_size'] and a['predownload'] < a['batch_size']:
@@ -119,6 +119,11 @@ class DatasetConfig:
         a['keep_zip'] = bool(a['keep_zip'])
         a['allow_unsafe_types'] = bool(a['allow_unsafe_types'])
         return cls(**a)
+
+    @staticmethod
+    def default_predownload(batch_size: int | None) -> int:
+        """Samples to download ahead when ``predownload`` is not given."""
+        return 8 * batch_size if batch_size else 64
 
     def stream_defaults(self) -> dict[str, Any]:
         """The download settings streams that left theirs unset inherit."""

@@ -10,6 +10,8 @@ import bisect
 import math
 import os
 import warnings
+from concurrent.futures import Future
+from dataclasses import fields
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -22,17 +24,30 @@ from streaming.dataset.config import DatasetConfig, ResumableLayout
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
 from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoch_order
 from streaming.dataset.stream import Stream, streams_registry
+from streaming.errors import EmptyIndexError
 from streaming.indexing import IndexingMixin
-from streaming.order import apply_weights, get_epoch_order, get_shuffle
+from streaming.order import get_epoch_order, get_shuffle
+from streaming.order.sampling import draw_shards
 from streaming.telemetry import WorkerClock
 from streaming.world import World
 
 __all__ = ['StreamingDataset']
 
 
-def _setting(name: str) -> property:
-    """A read-only attribute for the setting ``name`` of ``dataset.config``."""
-    return property(lambda self: getattr(self.config, name),
+def _setting(name: str, settable: bool = True) -> property:
+    """An attribute for the setting ``name`` of ``dataset.config``.
+
+    Assigning one (as the reference allows) validates the new value through ``DatasetConfig``;
+    the settings used only while building the dataset are read-only.
+    """
+
+    def set_value(self: StreamingDataset, value: Any) -> None:
+        if not settable:
+            raise AttributeError(f'{name} is fixed when the dataset is built; pass it to '
+                                 f'StreamingDataset(...) instead.')
+        self._replace_setting(name, value)
+
+    return property(lambda self: getattr(self.config, name), set_value,
                     doc=f'The ``{name}`` setting (read from ``self.config``).')
 
 
@@ -106,8 +121,8 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         # shuffle registered even if only the parent process registered it.
         self._shuffle_algo = get_shuffle(self.config.shuffle_algo)
         self.streams = _build_streams(streams, remote, local, split, stream_name, stream_config)
-        for stream in self.streams:
-            stream.inherit_download_settings(self.config.stream_defaults())
+        for stream in self.streams:  # The reference's name: subclasses overriding it still work.
+            stream.apply_default({'split': split, **self.config.stream_defaults()})
         self.num_streams = len(self.streams)
         self.world = world or World.detect()
         self._load()
@@ -122,8 +137,8 @@ class StreamingDataset(IndexingMixin, IterableDataset):
     shuffle_algo = _setting('shuffle_algo')
     shuffle_block_size = _setting('shuffle_block_size')
     batching_method = _setting('batching_method')
-    replication = _setting('replication')
-    allow_unsafe_types = _setting('allow_unsafe_types')
+    replication = _setting('replication', settable=False)
+    allow_unsafe_types = _setting('allow_unsafe_types', settable=False)
     num_canonical_nodes = _resumable('num_canonical_nodes')
     shuffle_seed = _resumable('shuffle_seed')
     initial_physical_nodes = _resumable('initial_physical_nodes')
@@ -132,6 +147,24 @@ class StreamingDataset(IndexingMixin, IterableDataset):
     def cache_limit(self) -> int | None:
         """Bytes the node's cache may hold (None: no limit), as the cache applies it."""
         return self.cache.limit
+
+    @cache_limit.setter
+    def cache_limit(self, value: int | str | None) -> None:
+        self._replace_setting('cache_limit', value)
+        self.cache.limit = self.config.cache_limit
+        self.cache.check_limit()
+
+    def _replace_setting(self, name: str, value: Any) -> None:
+        """Set one setting, validated with the rest as at construction."""
+        arguments = {f.name: getattr(self.config, f.name) for f in fields(self.config)}
+        if name == 'batch_size' and arguments['predownload'] == \
+                DatasetConfig.default_predownload(arguments['batch_size']):
+            arguments['predownload'] = None  # It was defaulted: default it again.
+        arguments[name] = value
+        self.config = DatasetConfig.from_arguments(**arguments)
+        if hasattr(self, 'cache'):
+            self._block_cap = self.cache.samples_that_fit(self.samples_per_shard) \
+                if self.config.block_size_matters else None
 
     # ---- set-up -----------------------------------------------------------------------------
     def _load(self) -> None:
@@ -154,9 +187,13 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             indexes = [s.get_index(fetch=False) for s in self.streams]
         shards, shard_streams = [], []
         for stream_id, (stream, index) in enumerate(zip(self.streams, indexes)):
-            for shard in stream.get_shards(index, config.allow_unsafe_types):
-                shards.append(shard)
-                shard_streams.append(stream_id)
+            stream_shards = stream.get_shards(index, config.allow_unsafe_types)
+            if not sum(shard.samples for shard in stream_shards):
+                raise EmptyIndexError(f'Stream {stream_id} has no samples: its index '
+                                      f'{os.path.join(stream.local_dir, "index.json")} lists '
+                                      f'{len(stream_shards)} shards, none with a sample.')
+            shards += stream_shards
+            shard_streams += [stream_id] * len(stream_shards)
         self.shards = shards
         self.num_shards = len(shards)
         self.stream_per_shard = np.array(shard_streams, np.int64)
@@ -169,11 +206,11 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         self.shards_per_stream = np.bincount(self.stream_per_shard, minlength=self.num_streams)
         self.shard_offset_per_stream = np.concatenate([[0], np.cumsum(self.shards_per_stream)])
         self.sample_offset_per_stream = np.concatenate([[0], np.cumsum(self.samples_per_stream)])
-        self.stream_choose = apply_weights(
-            stream_sizes=self.samples_per_stream,
-            proportion=[s.proportion for s in self.streams],
-            repeat=[s.repeat for s in self.streams], choose=[s.choose for s in self.streams],
-            epoch_size=config.epoch_size, seed=config.shuffle_seed)
+        # Through the stream class (a subclass may override it), which fills in each stream's
+        # proportion, repeat and choose; the epoch then draws each stream's ``choose``.
+        type(self.streams[0]).apply_weights(self.streams, self.samples_per_stream,
+                                            config.epoch_size, config.shuffle_seed)
+        self.stream_choose = np.array([int(s.choose) for s in self.streams], np.int64)
         self.epoch_size = int(self.stream_choose.sum())  # Samples per epoch, all ranks together.
         self.length = math.ceil(self.epoch_size / self._parallel_ranks())
         arrays = {**cache_arrays(self.num_shards), **epoch_arrays(world.local_world_size)}
@@ -211,6 +248,69 @@ class StreamingDataset(IndexingMixin, IterableDataset):
     def cache_usage(self) -> int:
         """Bytes the node's cache holds for this dataset."""
         return self.cache.usage
+
+    @property
+    def next_epoch(self) -> int:
+        """The epoch this rank's next pass over the data will be (the reference's attribute)."""
+        return int(self._epochs.next_epoch())
+
+    @next_epoch.setter
+    def next_epoch(self, epoch: int) -> None:
+        self._epochs.set_next_epoch(int(epoch))
+
+    @property
+    def epoch_seed_change(self) -> bool:
+        """Whether the partial draw from each stream changes every epoch (shuffled, balanced)."""
+        return self.config.shuffle and self.config.sampling_method == 'balanced'
+
+    @property
+    def spanner(self) -> Any:
+        """Maps a sample id to (shard id, index within the shard): ``dataset.spanner[i]``."""
+        if getattr(self, '_spanner', None) is None:
+            from streaming.base.spanner import Spanner
+            self._spanner = Spanner(self.samples_per_shard)
+        return self._spanner
+
+    def resample_streams(self, epoch: int,
+                         stream_id: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(shuffle units, sample ids) that epoch ``epoch`` draws from one stream or all.
+
+        A unit is a run of samples of one shard (a whole copy, or the partial draw); the ids
+        are those units' samples, unit after unit.
+        """
+        config = self.config
+        draw = draw_shards(self.samples_per_shard, self.stream_per_shard, self.stream_choose,
+                           seed=self.resumable.shuffle_seed, epoch=epoch,
+                           sampling_method=config.sampling_method,
+                           sampling_granularity=config.sampling_granularity)
+        wanted = range(self.num_streams) if stream_id is None else [stream_id]
+        units: list[int] = []
+        ids: list[np.ndarray] = []
+        for sid in wanted:
+            begin = int(self.shard_offset_per_stream[sid])
+            for shard in range(begin, begin + int(self.shards_per_stream[sid])):
+                size, base = int(self.samples_per_shard[shard]), \
+                    int(self.sample_offset_per_shard[shard])
+                copies, extra = int(draw.copies[shard]), int(draw.remainder[shard])
+                units += [size] * copies
+                ids += [base + np.arange(size)] * copies
+                if extra:
+                    first = int(draw.subset_starts[shard])
+                    units.append(extra)
+                    ids.append(base + np.sort(draw.subset_offsets[first:first + extra]
+                                              .astype(np.int64)))
+        return (np.array(units, np.int64),
+                np.concatenate(ids).astype(np.int64) if ids else np.zeros(0, np.int64))
+
+    def on_exception(self, future: Future) -> None:
+        """Re-raise the exception of a finished background task, if it failed.
+
+        Kept for code that hands the dataset's futures to it; our prefetch thread reports its
+        errors through the reading thread instead.
+        """
+        error = future.exception()
+        if error is not None:
+            raise error
 
     # ---- random access ------------------------------------------------------------------------
     def get_item(self, sample_id: int, retry: int = 7) -> Any:
@@ -309,7 +409,9 @@ class StreamingDataset(IndexingMixin, IterableDataset):
     # ---- resumption -------------------------------------------------------------------------
     def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
         """Where this epoch stands after ``num_samples`` samples (summed over all ranks)."""
-        epoch, start = self._epochs.current()
+        pending = self._epochs.peek_pending()  # Loaded but not yet iterated: report that.
+        epoch, start = (pending.epoch, pending.sample_in_epoch) if pending else \
+            self._epochs.current()
         return {'epoch': epoch,
                 'sample_in_epoch': num_samples if from_beginning else start + num_samples,
                 'num_canonical_nodes': self._canonical_nodes(),

@@ -53,7 +53,10 @@ class ResumeRecord:
         if missing:
             raise ValueError(f'load_state_dict: the state lacks {sorted(missing)}; expected the '
                              f'dict returned by state_dict().')
-        record = cls(int(state['epoch']), int(state['sample_in_epoch']),
+        epoch, sample_in_epoch = int(state['epoch']), int(state['sample_in_epoch'])
+        if epoch == -1:  # The reference's state before any iteration: start at the beginning.
+            epoch, sample_in_epoch = 0, 0
+        record = cls(epoch, sample_in_epoch,
                      state.get('num_canonical_nodes'), state.get('shuffle_seed'),
                      state.get('initial_physical_nodes'))
         if record.epoch < 0 or record.sample_in_epoch < 0:
@@ -83,17 +86,31 @@ class EpochState:
                          json.dumps({'generation': generation, **asdict(record)}))
             self._array('resume_generation')[0] = generation
 
-    def _pending(self) -> ResumeRecord | None:
+    def next_epoch(self) -> int:
+        return int(self._array('next_epoch')[self.rank])
+
+    def set_next_epoch(self, epoch: int) -> None:
+        with self.shared.lock('epoch'):
+            self._array('next_epoch')[self.rank] = epoch
+
+    def _read_resume(self) -> tuple[int, ResumeRecord] | None:
+        """(generation, record) of the latest ``load_state_dict`` on this rank, if any."""
         try:
             with open(self._resume_path()) as f:
                 data = json.load(f)
         except FileNotFoundError:
             return None
         generation = data.pop('generation')
-        if generation <= self._array('resume_applied')[self.rank]:
+        return generation, ResumeRecord(**data)
+
+    def peek_pending(self, apply: bool = False) -> ResumeRecord | None:
+        """The resume record the next session will apply, if any; ``apply`` marks it applied."""
+        latest = self._read_resume()
+        if latest is None or latest[0] <= self._array('resume_applied')[self.rank]:
             return None
-        self._array('resume_applied')[self.rank] = generation
-        return ResumeRecord(**data)
+        if apply:
+            self._array('resume_applied')[self.rank] = latest[0]
+        return latest[1]
 
     def begin_session(self, key: int) -> tuple[int, int, ResumeRecord | None]:
         """(epoch, samples to skip, resume record applied) for the session ``key``."""
@@ -104,7 +121,7 @@ class EpochState:
                 if stored_key == key:
                     record = self._pending_for_session(epoch, start)
                     return epoch, start, record
-            record = self._pending()
+            record = self.peek_pending(apply=True)
             if record is not None:
                 epoch, start = record.epoch, record.sample_in_epoch
             else:
@@ -118,13 +135,10 @@ class EpochState:
 
     def _pending_for_session(self, epoch: int, start: int) -> ResumeRecord | None:
         """Later workers of a resumed session need the record's layout too: re-read it."""
-        try:
-            with open(self._resume_path()) as f:
-                data = json.load(f)
-        except FileNotFoundError:
+        latest = self._read_resume()
+        if latest is None:
             return None
-        data.pop('generation')
-        record = ResumeRecord(**data)
+        record = latest[1]
         return record if (record.epoch, record.sample_in_epoch) == (epoch, start) else None
 
     def current(self) -> tuple[int, int]:

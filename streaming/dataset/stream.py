@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
-from streaming.errors import OutputError, ShardFileError
+import numpy as np
+
+from streaming.dataset.local_scan import local_shard_usage
+from streaming.errors import MissingLocalIndexError, OutputError, ShardFileError
 from streaming.format import Reader, reader_from_json
 from streaming.format.compression import decompress_file
 from streaming.format.index import INDEX_BASENAME, load_index
@@ -18,7 +23,9 @@ from streaming.registry import TypedRegistry
 from streaming.storage.download import download_file, hash_check
 from streaming.storage.registry import is_remote_url
 
-__all__ = ['Stream', 'check_download_settings', 'streams_registry']
+logger = logging.getLogger(__name__)
+
+__all__ = ['Stream', 'check_download_settings', 'default_local', 'streams_registry']
 
 _DEFAULTS = {'download_retry': 2, 'download_timeout': 60.0, 'validate_hash': None,
              'keep_zip': False}
@@ -58,6 +65,17 @@ def private_cache_root() -> str:
     return root
 
 
+def default_local(remote: str | None) -> str:
+    """The cache directory of a stream given no ``local``: the same for the same remote, every run.
+
+    ``$STREAMING_CACHE_DIR/<hash of remote>``; by default the root is the private
+    ``private_cache_root()``.
+    """
+    root = os.environ.get('STREAMING_CACHE_DIR') or private_cache_root()
+    digest = hashlib.blake2s(str(remote).encode(), digest_size=16).hexdigest()
+    return os.path.join(root, digest)
+
+
 def _join(root: str, *parts: str) -> str:
     parts = tuple(p for p in parts if p)
     if is_remote_url(root):
@@ -94,9 +112,11 @@ class Stream:
         self.remote = remote
         self.split = split or ''
         if local is None:
-            digest = hashlib.blake2s(str(remote).encode(), digest_size=16).hexdigest()
-            local = os.path.join(private_cache_root(), digest)
+            local = default_local(remote)
+            logger.info('Stream %s caches in %s (local=None).', remote, local)
         self.local = local
+        # The weights as given; ``apply_weights`` fills in all three once stream sizes are known.
+        self.weights_given = {'proportion': proportion, 'repeat': repeat, 'choose': choose}
         self.proportion, self.repeat, self.choose = proportion, repeat, choose
         self._given = {'download_retry': download_retry, 'download_timeout': download_timeout,
                        'validate_hash': validate_hash, 'keep_zip': keep_zip}
@@ -113,8 +133,66 @@ class Stream:
         self.safe_keep_zip = self.keep_zip or self.remote in (None, self.local)
 
     def apply_default(self, default: dict[str, Any]) -> None:
-        """The reference's name for ``inherit_download_settings`` (other keys are ignored)."""
+        """Take the dataset's ``split`` if this stream has none, and its download settings.
+
+        The dataset calls this (the reference's name, so subclasses overriding it still work).
+        """
+        if not self.split:
+            self.split = default.get('split') or ''
         self.inherit_download_settings(default)
+
+    # ---- weights (classmethods, so a Stream subclass may override them) ----------------------
+    @classmethod
+    def validate_weights(cls, streams: Sequence[Stream]) -> tuple[bool, bool]:
+        """(whether the weights are relative (``proportion``), whether none is given at all).
+
+        Raises ValueError if a stream gives more than one weight or the kinds are mixed.
+        """
+        given = [getattr(s, 'weights_given', None) or
+                 {k: getattr(s, k, None) for k in ('proportion', 'repeat', 'choose')}
+                 for s in streams]
+        for stream_id, weights in enumerate(given):
+            if sum(v is not None for v in weights.values()) > 1:
+                raise ValueError(f'Stream {stream_id} gives more than one of proportion, repeat '
+                                 f'and choose.')
+        relative = [w['proportion'] is not None for w in given]
+        if any(relative) and not all(relative):
+            raise ValueError(f'Relative (proportion) and absolute (repeat, choose, none) stream '
+                             f'weights cannot be mixed: streams '
+                             f'{[i for i, r in enumerate(relative) if not r]} lack proportion.')
+        unspecified = not any(v is not None for w in given for v in w.values())
+        return bool(relative and all(relative)), unspecified
+
+    @classmethod
+    def apply_weights(cls, streams: Sequence[Stream], samples_per_stream: np.ndarray,
+                      choose_per_epoch: int | None, seed: int) -> int:
+        """Derive every stream's ``proportion``, ``repeat`` and ``choose``; return the epoch size.
+
+        The dataset calls this on its first stream's class and reads each stream's ``choose``
+        afterwards, so an override decides how many samples each stream gives per epoch.
+        """
+        from streaming.order import apply_weights  # The order package owns the arithmetic.
+        cls.validate_weights(streams)
+        given = [getattr(s, 'weights_given', None) or
+                 {k: getattr(s, k, None) for k in ('proportion', 'repeat', 'choose')}
+                 for s in streams]
+        sizes = np.asarray(samples_per_stream, np.int64)
+        choose = apply_weights(
+            stream_sizes=sizes, proportion=[w['proportion'] for w in given],
+            repeat=[w['repeat'] for w in given], choose=[w['choose'] for w in given],
+            epoch_size=choose_per_epoch, seed=seed)
+        total = int(choose.sum())
+        if given and given[0]['proportion'] is not None:
+            proportion = np.array([w['proportion'] for w in given], np.float64)
+            proportion /= proportion.sum() or 1.0
+        else:
+            proportion = choose / total if total else np.zeros(len(streams))
+        with np.errstate(divide='ignore', invalid='ignore'):
+            repeat = np.where(sizes > 0, choose / np.maximum(sizes, 1), 0.0)
+        for stream, p, r, c in zip(streams, proportion.tolist(), repeat.tolist(),
+                                   choose.tolist()):
+            stream.proportion, stream.repeat, stream.choose = p, r, int(c)
+        return total
 
     @property
     def has_remote(self) -> bool:
@@ -139,11 +217,25 @@ class Stream:
                              retries=self.download_retry, timeout=self.download_timeout)
 
     def get_index(self, fetch: bool) -> dict[str, Any]:
-        """This stream's index; ``fetch`` re-downloads it from the remote first."""
+        """This stream's index; ``fetch`` re-downloads it from the remote first.
+
+        If that download fails but a local copy exists (a warm cache), the local copy is used
+        with a warning, so a restart does not depend on the remote being up. Without a remote, a
+        missing local index raises ``MissingLocalIndexError`` (also the reference's RuntimeError).
+        """
         path = os.path.join(self.local_dir, INDEX_BASENAME)
         if fetch and self.has_remote:
             make_output_dir(os.path.normpath(self.local_dir), 'local')
-            self.download_file(INDEX_BASENAME)
+            try:
+                self.download_file(INDEX_BASENAME)
+            except Exception as error:
+                if not os.path.exists(path):
+                    raise
+                logger.warning('Could not fetch %s from %s (%s); using the local copy %s.',
+                               INDEX_BASENAME, self.remote, error, path)
+        elif not self.has_remote and not os.path.exists(path):
+            raise MissingLocalIndexError(f'No index file at {path}, and the stream has no remote '
+                                         f'to download it from.')
         return load_index(path)
 
     def get_shards(self, index: dict[str, Any], allow_unsafe_types: bool) -> list[Reader]:
@@ -163,6 +255,19 @@ class Stream:
             raise ShardFileError(f'{path} resolves to {where}, outside the cache directory '
                                  f'local={self.local!r} (a symlinked directory?): refusing to '
                                  f'read or write there.')
+
+    def get_index_size(self) -> int:
+        """Bytes of the local ``index.json`` (the cache counts it against ``cache_limit``)."""
+        return os.stat(os.path.join(self.local_dir, INDEX_BASENAME)).st_size
+
+    def set_up_local(self, shards: list[Reader], cache_usage_per_shard: np.ndarray) -> None:
+        """Fill ``cache_usage_per_shard`` with the bytes each of ``shards`` takes in the cache.
+
+        0 means the shard is not (completely, or trustworthily) local. The dataset's first rank
+        on each node calls this once per stream; a subclass may override it.
+        """
+        cache_usage_per_shard[:] = local_shard_usage(shards, self.validate_hash, self.has_remote,
+                                                     self.safe_keep_zip)
 
     def prepare_shard(self, shard: Reader) -> int:
         """Make ``shard``'s raw files present locally; returns the bytes it now takes on disk."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypedDict
 
-from streaming.errors import IndexFileError, MissingIndexError
+from streaming.errors import CorruptIndexError, IndexFileError, MissingIndexError
 from streaming.fileio import atomic_write
 from streaming.format.compression import parse_compression
 from streaming.format.registry import get_format, get_formats
@@ -128,8 +128,9 @@ def load_index(path: str) -> dict[str, Any]:
     try:
         obj = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise IndexFileError(f'{path} is not valid JSON ({error}); the file may be truncated or '
-                             f'not an index.') from None
+        raise CorruptIndexError(f'{path} is not valid JSON ({error}); the file may be truncated '
+                                f'or not an index.', getattr(error, 'doc', ''),
+                                getattr(error, 'pos', 0)) from None
     if not isinstance(obj, dict):
         raise IndexFileError(f'{path}: expected a JSON object with "version" and "shards".')
     if obj.get('version') != INDEX_VERSION:

@@ -66,7 +66,7 @@ def stratified_counts(stream_choose: np.ndarray, global_batch: int) -> np.ndarra
     """Samples per stream in every global batch, for stratified batching.
 
     Shares of ``global_batch`` proportional to ``stream_choose``, rounded by largest remainder
-    (ties to the lower stream index).
+    (ties to the higher stream index, as the reference breaks them).
     """
     choose = np.asarray(stream_choose, dtype=np.int64)
     total = int(choose.sum())
@@ -75,7 +75,7 @@ def stratified_counts(stream_choose: np.ndarray, global_batch: int) -> np.ndarra
     scaled = [int(count) * global_batch for count in choose]
     counts = np.array([value // total for value in scaled], np.int64)
     remainders = np.array([value % total for value in scaled])
-    counts[np.lexsort((np.arange(len(choose)), -remainders))[:global_batch - counts.sum()]] += 1
+    counts[np.lexsort((-np.arange(len(choose)), -remainders))[:global_batch - counts.sum()]] += 1
     starved = np.flatnonzero((choose > 0) & (counts == 0))
     if len(starved):
         raise ValueError(

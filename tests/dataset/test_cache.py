@@ -71,15 +71,16 @@ def test_shuffled_epoch_with_quarter_cache_completes_without_thrashing(
 def test_evict_and_prepare_by_hand(counted_remote, tmp_path) -> None:
     dataset = StreamingDataset(remote=counted_remote, local=str(tmp_path / 'cache'),
                                batch_size=4)
-    assert dataset.cache_usage == 0
+    index = os.path.getsize(tmp_path / 'cache' / 'index.json')
+    assert dataset.cache_usage == index  # The index counts, as in the reference.
     dataset.prepare_shard(3)
-    size = dataset.shards[3].get_raw_size()
+    size = index + dataset.shards[3].get_raw_size()
     assert dataset.cache_usage == size
     first = dataset[dataset.sample_offset_per_shard[3]]
     dataset.prepare_shard(5)
     dataset.evict_coldest_shard()  # Shard 3 was used before shard 5 was prepared.
     assert not os.path.exists(dataset.shards[3].path(dataset.shards[3].raw_data))
-    assert dataset.cache_usage == dataset.shards[5].get_raw_size()
+    assert dataset.cache_usage == index + dataset.shards[5].get_raw_size()
     assert dataset[dataset.sample_offset_per_shard[3]] == first  # Fetched again on demand.
     dataset.evict_shard(5)
     assert dataset.cache_usage == size
@@ -153,8 +154,8 @@ def test_concurrent_prepares_with_failures_never_deadlock(tmp_path) -> None:
             t.join(timeout=90)
         assert not any(t.is_alive() for t in threads), 'prepare deadlocked'
         assert failures  # Failures happened, and were raised rather than hanging.
-        assert dataset.cache_usage == sum(dataset.shards[i].get_raw_size() for i in range(3)
-                                          if dataset.cache.is_local(i))
+        assert dataset.cache_usage == dataset.streams[0].get_index_size() + sum(
+            dataset.shards[i].get_raw_size() for i in range(3) if dataset.cache.is_local(i))
     finally:
         register_backend('', LocalBackend)
 
@@ -167,7 +168,8 @@ def test_a_dead_preparer_is_detected(counted_remote, tmp_path) -> None:
     dataset.cache._add_usage(dataset.shards[2].get_max_size())
     first = int(dataset.sample_offset_per_shard[2])
     assert dataset[first]['id'] == first
-    assert dataset.cache_usage == dataset.shards[2].get_raw_size()
+    assert dataset.cache_usage == dataset.streams[0].get_index_size() + \
+        dataset.shards[2].get_raw_size()
 
 
 def test_corrupt_cached_shard_is_fetched_again_with_validate_hash(tmp_path) -> None:

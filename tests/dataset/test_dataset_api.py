@@ -194,8 +194,15 @@ def test_settings_are_attributes_read_from_one_config(remote_ids, tmp_path) -> N
          config.cache_limit)
     assert dataset.epoch_size == 500 and config.epoch_size == 500
     assert dataset.num_canonical_nodes == 1 and config.num_canonical_nodes is None  # Default.
-    with pytest.raises(AttributeError):
-        dataset.batch_size = 8  # type: ignore[misc]
+    # As in the reference, settings may be assigned; the value is validated like the argument
+    # and replaces the config (which stays frozen), re-defaulting predownload with batch_size.
+    dataset.batch_size = 8
+    assert (dataset.batch_size, dataset.predownload) == (8, 64) and config.batch_size == 4
+    with pytest.raises(ValueError, match='batch_size'):
+        dataset.batch_size = 0
+    with pytest.raises(AttributeError, match='replication'):
+        dataset.replication = 2
+    config = dataset.config
     # The values resumption adopts change in one place, ``resumable``.
     dataset.load_state_dict({'epoch': 2, 'sample_in_epoch': 0, 'num_canonical_nodes': 3,
                              'shuffle_seed': 5, 'initial_physical_nodes': 1})

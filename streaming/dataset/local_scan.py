@@ -1,0 +1,79 @@
+"""Which shards of a stream are already complete in its local directory, and their size."""
+
+from __future__ import annotations
+
+import os
+
+from streaming.errors import ShardFileError
+from streaming.format import Reader
+from streaming.format.hashing import get_hash
+
+__all__ = ['local_shard_usage']
+
+
+def local_shard_usage(shards: list[Reader], validate_hash: str | None, has_remote: bool,
+                      keep_zip: bool) -> list[int]:
+    """Bytes each of ``shards`` takes on disk if complete (and trusted), else 0.
+
+    With ``validate_hash`` and a remote, a shard counts only if its checksum matches.
+    """
+    sizes = _FileSizes()
+    usage = []
+    for shard in shards:
+        complete = all(sizes.get(shard.path(raw)) == raw['bytes'] for raw, _ in shard.file_pairs)
+        if complete and _trusted(shard, validate_hash, has_remote):
+            usage.append(shard.get_persistent_size(keep_zip))
+        else:
+            usage.append(0)
+    return usage
+
+
+class _FileSizes:
+    """File sizes looked up through one ``scandir`` per directory, not one ``stat`` per file.
+
+    With 50k shards that is the difference between a second and a few milliseconds.
+    """
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, dict[str, int]] = {}
+
+    def get(self, path: str) -> int | None:
+        directory, name = os.path.split(path)
+        listing = self._dirs.get(directory)
+        if listing is None:
+            listing = {}
+            try:
+                with os.scandir(directory) as entries:
+                    for entry in entries:
+                        if entry.is_file(follow_symlinks=False):  # Never a planted link.
+                            listing[entry.name] = entry.stat(follow_symlinks=False).st_size
+            except FileNotFoundError:
+                pass
+            self._dirs[directory] = listing
+        return listing.get(name)
+
+
+def _trusted(shard: Reader, algo: str | None, has_remote: bool) -> bool:
+    """Whether a cached shard may be used as is.
+
+    With ``validate_hash`` and a remote, a cached shard counts only if its checksum matches;
+    one that does not is deleted, to be downloaded afresh when needed. Without a remote, a
+    mismatch is a ``ShardFileError``: the only copy is corrupt.
+    """
+    if not algo:
+        return True
+    for raw, zipped in shard.file_pairs:
+        expected = raw.get('hashes', {}).get(algo)
+        if expected is None:
+            continue
+        with open(shard.path(raw), 'rb') as f:
+            if get_hash(algo, f.read()) == expected:
+                continue
+        if not has_remote:
+            raise ShardFileError(f'Shard file {shard.path(raw)} does not match its {algo} '
+                                 f'checksum in the index: it is corrupt.')
+        for info in (raw, zipped):
+            if info is not None and os.path.exists(shard.path(info)):
+                os.remove(shard.path(info))
+        return False
+    return True
