@@ -3,11 +3,11 @@
 Each stream's count for the epoch (``choose``) is spread over its shards: whole passes give every
 shard whole copies; the rest is cut into *granules* of ``sampling_granularity`` consecutive
 samples per shard (the last one of a shard may be short), the granules are put in a random order
-(``seed + epoch`` for ``balanced``, ``seed`` for ``fixed``) and taken until the count is met (the
-last one partly). A shard drawn ``q`` whole times plus ``r`` samples yields ``q`` whole-copy
-*units* and one unit of ``r`` samples, chosen at random without replacement and sorted, from one
-generator shared by all streams. Units are laid end to end ("big ids"); ``small`` maps big ids
-to sample ids.
+(``seed + epoch`` for ``balanced`` when shuffling, ``seed`` otherwise) and taken until the count
+is met (the last one partly). A shard drawn ``q`` whole times plus ``r`` samples yields ``q``
+whole-copy *units* and one unit of ``r`` samples, chosen at random without replacement and
+sorted, from one generator shared by all streams. Units are laid end to end ("big ids");
+``small`` maps big ids to sample ids.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Resampled:
 
 def resample(shard_sizes: np.ndarray, shard_streams: np.ndarray, stream_choose: np.ndarray, *,
              seed: int, epoch: int, sampling_method: str, sampling_granularity: int,
-             streams: list[int] | None = None) -> Resampled:
+             shuffle: bool = True, streams: list[int] | None = None) -> Resampled:
     """Units and big-id map of ``streams`` (default all), in stream then shard order."""
     sizes = np.asarray(shard_sizes, np.int64)
     owner = np.asarray(shard_streams, np.int64)
@@ -73,8 +73,9 @@ def resample(shard_sizes: np.ndarray, shard_streams: np.ndarray, stream_choose: 
     np.cumsum(sizes[:-1], out=bases[1:])
     wanted = range(len(stream_choose)) if streams is None else streams
     members = [np.flatnonzero(owner == stream) for stream in wanted]
+    per_epoch = balanced and shuffle
     counts = [choose_per_shard(sizes[shards], int(stream_choose[stream]), sampling_granularity,
-                               seed, epoch, balanced) if len(shards) else np.zeros(0, np.int64)
+                               seed, epoch, per_epoch) if len(shards) else np.zeros(0, np.int64)
               for stream, shards in zip(wanted, members)]
     shards = np.concatenate(members) if members else np.zeros(0, np.int64)
     count = np.concatenate(counts) if counts else np.zeros(0, np.int64)
