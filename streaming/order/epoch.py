@@ -23,7 +23,7 @@ from streaming.order.checks import check_choice, check_int
 from streaming.order.exact import random_order
 from streaming.order.layout import Layout, canonical_layout
 from streaming.order.partition import check_partition, deal_to_devices
-from streaming.order.sampling import draw_shards
+from streaming.order.sampling import SAMPLING_METHODS, draw_shards
 from streaming.order.shuffle import default_shuffle_block_size, get_shuffle
 from streaming.order.spans import EXACT_SHUFFLE_ALGOS
 
@@ -105,6 +105,7 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
         check_int('initial_physical_nodes', initial_physical_nodes, 1)
     get_shuffle(shuffle_algo)  # Raises for an unregistered name, shuffling or not.
     check_choice('batching_method', batching_method, BATCHING_METHODS)
+    check_choice('sampling_method', sampling_method, SAMPLING_METHODS)
     check_partition(partition_algo=partition_algo, num_canonical_nodes=num_canonical_nodes,
                     num_physical_nodes=num_physical_nodes,
                     initial_physical_nodes=initial_physical_nodes)
