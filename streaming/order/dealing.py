@@ -69,6 +69,8 @@ def deal_positions(partition_algo: str, num_samples: int, num_canonical_nodes: i
     """Positions ``(nodes, ranks, workers, batches per worker, batch)``, -1 for none."""
     canonical, nodes = num_canonical_nodes, num_physical_nodes
     workers = max(workers_per_rank, 1)
+    if num_samples == 0:
+        return np.empty((nodes, ranks_per_node, workers, 0, batch_size), np.int64)
     compatible = canonical % nodes == 0 or nodes % canonical == 0
     if partition_algo == 'orig' or initial_physical_nodes is None or compatible:
         return _deal_orig(num_samples, canonical, nodes, ranks_per_node, workers, batch_size,

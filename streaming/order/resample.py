@@ -24,6 +24,8 @@ def choose_per_shard(shard_sizes: np.ndarray, choose: int, granularity: int, see
     """Samples one stream's shards give this epoch."""
     sizes = np.asarray(shard_sizes, np.int64)
     total = int(sizes.sum())
+    if not total:  # the reference divides by zero here; an empty stream gives nothing
+        return np.zeros(len(sizes), np.int64)
     whole, rest = divmod(int(choose), total)
     counts = whole * sizes
     if not rest:
