@@ -105,14 +105,60 @@ def _py1e_row(ids: np.ndarray, lengths: np.ndarray, block_size: int,
     total = len(ids)
     low_block, high_block = int(0.75 * block_size), int(1.25 * block_size)
     position = np.arange(total, dtype=np.float64)
-    start = 0
+    start, reach = 0, 0.0
     for length in lengths.tolist():
         window = int(rng.integers(low_block, high_block))
         half = max((window - length) / 2, 0)
         low, high = max(-half, -start), min(half, total - start - length)
         position[start:start + length] += rng.uniform(low, high, length)
         start += length
-    ids[:] = ids[np.argsort(position, kind='stable')]
+        reach = max(reach, half)
+    ids[:] = ids[sorted_by_position(position, int(reach) + 1)]
+
+
+def sorted_by_position(position: np.ndarray, reach: int) -> np.ndarray:
+    """``argsort(position)`` (ties by index) when ``|position[i] - i| < reach`` for all ``i``.
+
+    Output positions are produced a window at a time: the samples landing in ``[a, a + W)``
+    can only come from ``[a - reach, a + W + reach)``. Each window's (position, index) pairs
+    are packed into one uint64 (fixed-point position above, index below) and sorted with numpy's
+    vectorised integer sort; the rare pairs whose fixed-point positions collide are re-ordered
+    by their exact positions.
+    """
+    total = len(position)
+    window = max(1 << 20, min(4 * reach, 1 << 23))
+    order = np.empty(total, np.int64)
+    written = 0
+    for start in range(0, total, window):
+        stop = min(start + window, total)
+        first, last = max(start - reach, 0), min(stop + reach, total)
+        chunk = position[first:last]
+        inside = chunk >= start
+        if stop < total:
+            inside &= chunk < stop
+        local = np.flatnonzero(inside)
+        index_bits = max(1, int(last - first).bit_length())
+        fraction_bits = 64 - index_bits - max(1, (window + reach).bit_length())
+        packed = ((chunk[local] - start) * float(1 << fraction_bits)).astype(np.uint64)
+        packed <<= np.uint64(index_bits)
+        packed |= local.astype(np.uint64)
+        packed.sort()
+        picked = (packed & np.uint64((1 << index_bits) - 1)).astype(np.int64)
+        _resolve_collisions(picked, packed >> np.uint64(index_bits), chunk)
+        order[written:written + len(picked)] = picked + first
+        written += len(picked)
+    return order
+
+
+def _resolve_collisions(picked: np.ndarray, fixed: np.ndarray, chunk: np.ndarray) -> None:
+    """Re-order, in place, runs of ``picked`` whose fixed-point keys are equal."""
+    same = np.flatnonzero(fixed[1:] == fixed[:-1])
+    if not len(same):
+        return
+    members = np.union1d(same, same + 1)
+    run = np.cumsum(np.diff(members, prepend=-2) != 1)
+    ids = picked[members]
+    picked[members] = ids[np.lexsort((ids, chunk[ids], run))]
 
 
 def _blocks_row(ids: np.ndarray, block_size: int, rng: np.random.Generator) -> None:
