@@ -8,7 +8,9 @@ Reads a JSON list of ops from stdin and writes one JSON result per op:
 * ``{"kind": "work", "streams": [{"sizes", "proportion"|"repeat"|"choose"}], "batch_size",
   "kwargs", "world": {"nodes", "ranks", "workers"}, "epoch", "sample_in_epoch"}``: a
   ``StreamingDataset`` over index-only local streams, its per-stream ``choose`` and
-  ``generate_work`` for the world (the order its iteration reads).
+  ``generate_work`` for the world (the order its iteration reads);
+* ``{"kind": "iterate", "dir", "kwargs", "epochs"}``: the ``x`` column of every sample a
+  ``StreamingDataset`` over ``dir`` yields, epoch after epoch, in this process.
 
 The reference is only driven, never imported by our code.
 """
@@ -28,13 +30,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import ref_driver  # noqa: E402, F401  (installs the torchvision stand-in, checks the version)
+
+from streaming.base import Stream, StreamingDataset  # noqa: E402
 from streaming.base.batching import generate_work  # noqa: E402
 from streaming.base.partition import get_partitions  # noqa: E402
 from streaming.base.sampling import get_sampling  # noqa: E402
 from streaming.base.shuffle import get_shuffle  # noqa: E402
 from streaming.base.world import World  # noqa: E402
-
-from streaming.base import Stream, StreamingDataset  # noqa: E402
 
 
 def _index(root: str, sizes: list[int]) -> None:
@@ -50,6 +52,18 @@ def _index(root: str, sizes: list[int]) -> None:
         json.dump({'version': 2, 'shards': shards}, f)
 
 
+def _dataset(**kwargs: object) -> StreamingDataset:
+    """A reference dataset; retried when another reference process took the same shared-memory
+    prefix at the same moment (its prefix choice races across processes)."""
+    for attempt in range(5):
+        try:
+            return StreamingDataset(**kwargs)
+        except FileExistsError:
+            if attempt == 4:
+                raise
+    raise AssertionError('unreachable')
+
+
 def _work(op: dict, root: str) -> dict:
     streams = []
     for j, spec in enumerate(op['streams']):
@@ -57,15 +71,22 @@ def _work(op: dict, root: str) -> dict:
         _index(local, spec['sizes'])
         streams.append(Stream(local=local, proportion=spec.get('proportion'),
                               repeat=spec.get('repeat'), choose=spec.get('choose')))
-    dataset = StreamingDataset(streams=streams, batch_size=op['batch_size'], **op['kwargs'])
+    dataset = _dataset(streams=streams, batch_size=op['batch_size'], **op['kwargs'])
     world = World(op['world']['nodes'], op['world']['ranks'], op['world']['workers'], 0)
     work = generate_work(dataset.batching_method, dataset, world, op['epoch'],
                          op['sample_in_epoch'])
     return {'choose': [int(s.choose) for s in dataset.streams], 'work': np.asarray(work).tolist()}
 
 
+def _iterate(op: dict) -> dict:
+    dataset = _dataset(local=op['dir'], **op['kwargs'])
+    return {'epochs': [[int(sample['x']) for sample in dataset] for _ in range(op['epochs'])]}
+
+
 def run(op: dict, root: str) -> dict:
     kind = op['kind']
+    if kind == 'iterate':
+        return _iterate(op)
     if kind == 'shuffle':
         ids = get_shuffle(op['algo'], np.array(op['sizes'], np.int64), op['ncn'], op['seed'],
                           op['epoch'], op['block'])
@@ -93,7 +114,7 @@ def main() -> None:
         except Exception as error:  # noqa: BLE001 - reported to the test as data
             results.append({'error': f'{type(error).__name__}: {error}',
                             'trace': traceback.format_exc()[-2000:]})
-        if op['kind'] == 'work':
+        if op['kind'] in ('work', 'iterate'):
             gc.collect()
     print(json.dumps(results))
 

@@ -87,11 +87,39 @@ CASES = {'shuffle': _shuffle_cases(), 'partition': _partition_cases(),
          'work': work_cases(0, 40, EXACT_ALGOS) + work_cases(1, 40, EXACT_ALGOS)}
 
 
+ITERATE_KWARGS = [{'batch_size': 4, 'shuffle': True, 'shuffle_algo': algo,
+                   'num_canonical_nodes': 2, 'shuffle_block_size': 30, 'shuffle_seed': 123}
+                  for algo in EXACT_ALGOS]
+
+
 @pytest.fixture(scope='module')
-def reference() -> dict[str, list[dict]]:
-    ops = [case for group in CASES.values() for case in group]
+def small_dataset(tmp_path_factory) -> str:
+    """137 samples in shards of about 20, written by our writer."""
+    from streaming import MDSWriter
+    out = str(tmp_path_factory.mktemp('oracle-order') / 'data')
+    with MDSWriter(out=out, columns={'x': 'int'}, size_limit=200) as writer:
+        for number in range(137):
+            writer.write({'x': number})
+    return out
+
+
+@pytest.fixture(scope='module')
+def reference(small_dataset) -> dict[str, list[dict]]:
+    groups = dict(CASES, iterate=[{'kind': 'iterate', 'dir': small_dataset, 'kwargs': kwargs,
+                                   'epochs': 2} for kwargs in ITERATE_KWARGS])
+    ops = [case for group in groups.values() for case in group]
     results = iter(run_reference_order(ops))
-    return {name: [next(results) for _ in group] for name, group in CASES.items()}
+    return {name: [next(results) for _ in group] for name, group in groups.items()}
+
+
+def test_a_dataset_iterates_in_the_reference_order_epoch_after_epoch(reference,
+                                                                      small_dataset) -> None:
+    from streaming import StreamingDataset
+    for kwargs, result in zip(ITERATE_KWARGS, reference['iterate']):
+        assert 'error' not in result, result
+        dataset = StreamingDataset(local=small_dataset, **kwargs)
+        ours = [[int(sample['x']) for sample in dataset] for _ in range(2)]
+        assert ours == result['epochs'], kwargs
 
 
 def _ids(result: dict) -> np.ndarray:
