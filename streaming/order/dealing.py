@@ -18,6 +18,8 @@ global batches, read in order, are dealt again to the new topology.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 __all__ = ['deal_positions']
@@ -26,6 +28,9 @@ __all__ = ['deal_positions']
 def _rows(num_samples: int, num_rows: int, num_nodes: int) -> np.ndarray:
     """Canonical-node rows of positions, as equal-length rows (C, L)."""
     if num_samples < num_rows:
+        warnings.warn(f'an epoch of {num_samples} samples over {num_rows} canonical nodes: as in '
+                      'the reference, row c reads sample c % samples, so samples repeat; use '
+                      'fewer canonical nodes', stacklevel=4)
         return (np.arange(num_rows, dtype=np.int64) % max(num_samples, 1))[:, None]
     width = -(-num_samples // num_rows)
     starts = np.arange(num_rows, dtype=np.int64) * num_samples // num_rows
