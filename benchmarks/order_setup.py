@@ -107,7 +107,11 @@ def _run_child(python: str, which: str, samples: int, shards: int, ranks: int,
                workers: int, algo: str, canonical: int, passes: float) -> dict:
     command = [python, os.path.abspath(__file__), '--child', which, str(samples), str(shards),
                str(ranks), str(workers), algo, str(canonical), str(passes)]
-    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
+    env = dict(os.environ)
+    if which == 'reference':  # never let our tree's package shadow the reference's
+        env.pop('PYTHONPATH', None)
+        env.pop('PYTHONHOME', None)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

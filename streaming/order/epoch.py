@@ -20,10 +20,12 @@ from streaming.order.batching import (
     stratified_counts,
 )
 from streaming.order.checks import check_choice, check_int
+from streaming.order.exact import random_order
 from streaming.order.layout import Layout, canonical_layout
 from streaming.order.partition import check_partition, deal_to_devices
-from streaming.order.sampling import draw_shards
+from streaming.order.sampling import SAMPLING_METHODS, draw_shards
 from streaming.order.shuffle import default_shuffle_block_size, get_shuffle
+from streaming.order.spans import EXACT_SHUFFLE_ALGOS
 
 __all__ = ['get_epoch_order']
 
@@ -103,13 +105,23 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
         check_int('initial_physical_nodes', initial_physical_nodes, 1)
     get_shuffle(shuffle_algo)  # Raises for an unregistered name, shuffling or not.
     check_choice('batching_method', batching_method, BATCHING_METHODS)
+    check_choice('sampling_method', sampling_method, SAMPLING_METHODS)
     check_partition(partition_algo=partition_algo, num_canonical_nodes=num_canonical_nodes,
                     num_physical_nodes=num_physical_nodes,
                     initial_physical_nodes=initial_physical_nodes)
+    block_size = shuffle_block_size or default_shuffle_block_size(num_canonical_nodes)
+    if batching_method == 'random' and shuffle_algo in EXACT_SHUFFLE_ALGOS:
+        return random_order(
+            shard_sizes=sizes, shard_streams=streams, stream_choose=choose, epoch=epoch,
+            seed=seed, shuffle=shuffle, shuffle_algo=shuffle_algo, block_size=block_size,
+            num_canonical_nodes=num_canonical_nodes, partition_algo=partition_algo,
+            num_physical_nodes=num_physical_nodes, ranks_per_node=ranks_per_node,
+            workers_per_rank=workers_per_rank, batch_size=batch_size,
+            sampling_method=sampling_method, sampling_granularity=sampling_granularity,
+            sample_in_epoch=sample_in_epoch, initial_physical_nodes=initial_physical_nodes)
     draw = draw_shards(sizes, streams, choose, seed=seed, epoch=epoch,
                        sampling_method=sampling_method,
                        sampling_granularity=sampling_granularity)
-    block_size = shuffle_block_size or default_shuffle_block_size(num_canonical_nodes)
     num_devices = num_physical_nodes * ranks_per_node
     global_batch = num_devices * batch_size
 

@@ -7,15 +7,13 @@ as the count allows, and what is left is a random subset drawn shard by shard.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
 from streaming.order.checks import check_choice, check_int
-from streaming.order.rng import TAG_DRAW_BALANCED, TAG_DRAW_FIXED, TAG_WEIGHTS, make_rng
+from streaming.order.rng import TAG_DRAW_BALANCED, TAG_DRAW_FIXED, make_rng
 
 __all__ = ['SAMPLING_METHODS', 'ShardDraw', 'apply_weights', 'draw_shards']
 
@@ -23,11 +21,6 @@ SAMPLING_METHODS = ('balanced', 'fixed')
 
 # Shards are subsampled in groups of about this many samples, to bound temporary memory.
 _SUBSET_CHUNK = 1 << 22
-
-
-def _exact(value: float) -> Fraction:
-    """The decimal a float was written as (0.7 -> 7/10), so shares like 0.1/0.2/0.7 stay exact."""
-    return Fraction(repr(float(value)))
 
 
 def _check_weights(name: str, values: Sequence[float | None] | None, count: int) -> list:
@@ -42,21 +35,20 @@ def _check_weights(name: str, values: Sequence[float | None] | None, count: int)
     return values
 
 
-def _split(total: int, weights: list[Fraction], rng: np.random.Generator) -> np.ndarray:
-    """Split ``total`` in proportion to ``weights``.
+def _split(total: int, weights: list[float], seed: int) -> np.ndarray:
+    """Split ``total`` in proportion to ``weights``, as the reference does.
 
-    Each share is floored, then the shortfall goes one by one to distinct streams, chosen at
-    random among those whose share was rounded down.
+    Each share is ``total * weight / sum`` in float64, truncated; the shortfall goes one sample
+    each to distinct streams drawn (from all streams) by ``default_rng(seed)``.
     """
-    weight_sum = sum(weights)
-    if weight_sum <= 0:
+    shares = np.asarray(weights, np.float64)
+    if not shares.sum() > 0:
         raise ValueError('stream weights sum to zero: at least one stream needs a positive weight')
-    shares = [total * weight / weight_sum for weight in weights]
-    counts = np.array([math.floor(share) for share in shares], dtype=np.int64)
+    shares = shares / shares.sum()
+    counts = (total * shares).astype(np.int64)
     shortfall = total - int(counts.sum())
     if shortfall:
-        rounded = np.flatnonzero([share != math.floor(share) for share in shares])
-        counts[rng.choice(rounded, shortfall, replace=False)] += 1
+        counts[np.random.default_rng(seed).choice(len(counts), shortfall, replace=False)] += 1
     return counts
 
 
@@ -70,8 +62,8 @@ def apply_weights(stream_sizes: np.ndarray, *, proportion: Sequence[float | None
     ``epoch_size`` (default: the total of ``stream_sizes``). With no weights at all, an
     ``epoch_size`` is split in proportion to stream size. Absolute weights take ``int(repeat *
     size)``, ``choose``, or the whole stream; the epoch is then their sum and ``epoch_size`` is an
-    error. Floors are taken on the decimal values written, and the shortfall of the floors goes
-    one sample each to streams picked by a generator seeded with ``seed``.
+    error. Shares are truncated float64 products (as in the reference), and the shortfall goes
+    one sample each to distinct streams picked by ``numpy.random.default_rng(seed)``.
     """
     sizes = np.asarray(stream_sizes, dtype=np.int64)
     if sizes.ndim != 1 or (sizes < 0).any():
@@ -88,7 +80,6 @@ def apply_weights(stream_sizes: np.ndarray, *, proportion: Sequence[float | None
                              '`proportion`, `repeat` and `choose`; the others are derived')
     if epoch_size is not None and epoch_size < 0:
         raise ValueError(f'`epoch_size` must be non-negative, got {epoch_size}')
-    rng = make_rng(seed, TAG_WEIGHTS)
     relative = [index for index in range(count) if proportion[index] is not None]
     if relative:
         if len(relative) != count:
@@ -98,7 +89,7 @@ def apply_weights(stream_sizes: np.ndarray, *, proportion: Sequence[float | None
                 f'weights cannot be mixed: streams {relative} have `proportion` but streams '
                 f'{absolute} do not')
         total = int(sizes.sum()) if epoch_size is None else int(epoch_size)
-        return _split(total, [_exact(value) for value in proportion], rng)
+        return _split(total, [float(value) for value in proportion], seed)
     if epoch_size is not None:
         weighted = [index for index in range(count)
                     if repeat[index] is not None or choose[index] is not None]
@@ -108,11 +99,11 @@ def apply_weights(stream_sizes: np.ndarray, *, proportion: Sequence[float | None
                 f'for streams {weighted}); use `proportion` on every stream, or drop `epoch_size`')
         if int(sizes.sum()) == 0 and epoch_size > 0:
             raise ValueError(f'`epoch_size`={epoch_size} but every stream is empty')
-        return _split(int(epoch_size), [Fraction(int(size)) for size in sizes], rng)
+        return _split(int(epoch_size), [float(size) for size in sizes], seed)
     counts = sizes.copy()
     for index in range(count):
         if repeat[index] is not None:
-            counts[index] = math.floor(_exact(repeat[index]) * int(sizes[index]))
+            counts[index] = int(float(repeat[index]) * int(sizes[index]))
         elif choose[index] is not None:
             if int(choose[index]) != choose[index]:
                 raise ValueError(f'`choose` of stream {index} must be an int, got {choose[index]}')

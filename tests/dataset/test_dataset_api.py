@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -144,12 +145,13 @@ def test_iteration_needs_batch_size(remote_ids, tmp_path) -> None:
 
 
 @pytest.mark.parametrize('algo', ['py1e', 'py1s', 'py2s', 'py1br', 'naive'])
-def test_stream_smaller_than_canonical_nodes_still_covers_each_sample_once(tmp_path,
-                                                                           algo) -> None:
+def test_stream_smaller_than_canonical_nodes_still_covers_each_sample(tmp_path, algo) -> None:
     local = write_ids(str(tmp_path / 'tiny'), 5)
     dataset = StreamingDataset(local=local, batch_size=1, num_canonical_nodes=16,
                                shuffle=True, shuffle_algo=algo)
-    assert sorted(s['id'] for s in dataset) == list(range(5))
+    # As in the reference (whose order we give exactly), canonical node c reads sample c % 5.
+    with pytest.warns(UserWarning, match='canonical nodes') if algo != 'py1br' else nullcontext():
+        assert set(s['id'] for s in dataset) == set(range(5))
 
 
 def test_no_state_left_in_shared_memory_after_exit(remote_ids, tmp_path) -> None:

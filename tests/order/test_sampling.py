@@ -20,20 +20,22 @@ def test_relative_weights_are_normalised_over_the_total_by_default() -> None:
     assert sorted(got.tolist()) == [33, 33, 34]
 
 
-def test_decimal_proportions_split_exactly() -> None:
+def test_shares_are_truncated_float_products_as_in_the_reference() -> None:
     assert apply_weights(SIZES, proportion=[0.1, 0.2, 0.7], epoch_size=10,
                          seed=0).tolist() == [1, 2, 7]
-    assert apply_weights(np.array([100]), repeat=[0.29], seed=0).tolist() == [29]
+    # 0.29 * 100 is 28.999999999999996 in float64: the reference takes 28, and so do we.
+    assert apply_weights(np.array([100]), repeat=[0.29], seed=0).tolist() == [28]
 
 
 @pytest.mark.parametrize('seed', range(6))
-def test_the_rounding_shortfall_goes_to_distinct_rounded_down_streams(seed: int) -> None:
+def test_the_rounding_shortfall_goes_one_each_to_distinct_streams(seed: int) -> None:
     got = apply_weights(np.array([10] * 7), proportion=[1] * 7, epoch_size=10, seed=seed)
     assert got.sum() == 10 and set(got.tolist()) == {1, 2}
     again = apply_weights(np.array([10] * 7), proportion=[1] * 7, epoch_size=10, seed=seed)
     assert np.array_equal(got, again)
-    exact = apply_weights(np.array([1, 1, 2]), proportion=[1, 1, 2], epoch_size=10, seed=seed)
-    assert exact[2] == 5 and sorted(exact[:2].tolist()) == [2, 3]
+    # As in the reference, any stream may get one, even one whose share was exact.
+    split = apply_weights(np.array([1, 1, 2]), proportion=[1, 1, 2], epoch_size=10, seed=seed)
+    assert split.sum() == 10 and (split - [2, 2, 5]).min() >= 0
 
 
 def test_no_weights_with_epoch_size_is_proportional_to_stream_size() -> None:

@@ -41,12 +41,19 @@ def test_seed_and_epoch_do_not_alias() -> None:
     assert not np.array_equal(first, second)
 
 
-def test_no_shuffle_reads_the_dataset_in_order_then_repeats() -> None:
+def test_no_shuffle_reads_each_shard_with_its_repeats_in_order() -> None:
     data = one_stream([3, 4, 5])
     data['stream_choose'] = np.array([24 + 5])  # twice, plus 5 more
-    got = flat(order(data, shuffle=False, num_canonical_nodes=1, seed=3))
-    assert got[:24].tolist() == list(range(12)) * 2
-    assert len(set(got[24:].tolist())) == 5
+    got = flat(order(data, shuffle=False, num_canonical_nodes=1, seed=3)).tolist()
+    shards = [list(range(0, 3)), list(range(3, 7)), list(range(7, 12))]
+    position = 0
+    for shard in shards:  # as the reference: a shard's two copies, then its partial draw
+        assert got[position:position + 2 * len(shard)] == shard * 2
+        position += 2 * len(shard)
+        partial = [i for i in got[position:] if i in shard]
+        assert partial == sorted(partial)
+        position += len(partial)
+    assert position == 29
 
 
 def _node_shards(epoch_order: np.ndarray, sizes: np.ndarray) -> list[set]:
@@ -54,11 +61,13 @@ def _node_shards(epoch_order: np.ndarray, sizes: np.ndarray) -> list[set]:
 
 
 @pytest.mark.parametrize('algo', SHUFFLED_ALGOS)
-@pytest.mark.parametrize('repeat', [1, 2])
+@pytest.mark.parametrize('repeat', [1])
 def test_canonical_nodes_keep_disjoint_shards_when_rows_end_on_shard_edges(algo: str,
                                                                            repeat: int) -> None:
-    """16 shards of 25 over 4 canonical nodes: each node owns 4 whole shards (with all their
-    repeats), every epoch."""
+    """16 shards of 25 over 4 canonical nodes: each node owns 4 whole shards, every epoch.
+
+    (With repeats the reference shuffles each copy of a shard on its own, so copies of one
+    shard may go to different canonical nodes; we do as it does.)"""
     sizes = DATA['shard_sizes']
     data = dict(DATA, stream_choose=DATA['stream_choose'] * repeat)
     owners = None

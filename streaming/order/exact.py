@@ -1,0 +1,38 @@
+"""One epoch's order with ``random`` batching, sample for sample the reference's.
+
+The epoch's big ids (see ``resample``) are dealt to devices as positions (``dealing``); when
+shuffling, position ``p`` reads big id ``shuffle[p]`` (``spans``); big ids then map to sample
+ids. This is the composition the reference's ``random`` batching performs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streaming.order.dealing import deal_positions
+from streaming.order.resample import resample
+from streaming.order.spans import shuffle_positions
+
+__all__ = ['random_order']
+
+
+def random_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
+                 stream_choose: np.ndarray, epoch: int, seed: int, shuffle: bool,
+                 shuffle_algo: str, block_size: int, num_canonical_nodes: int,
+                 partition_algo: str, num_physical_nodes: int, ranks_per_node: int,
+                 workers_per_rank: int, batch_size: int, sampling_method: str,
+                 sampling_granularity: int, sample_in_epoch: int,
+                 initial_physical_nodes: int | None) -> np.ndarray:
+    """Sample ids ``(nodes, ranks, workers, batches per worker, batch)``, -1 for none."""
+    drawn = resample(shard_sizes, shard_streams, stream_choose, seed=seed, epoch=epoch,
+                     sampling_method=sampling_method,
+                     sampling_granularity=sampling_granularity, shuffle=shuffle)
+    order = deal_positions(partition_algo, drawn.num_samples, num_canonical_nodes,
+                           num_physical_nodes, ranks_per_node, workers_per_rank, batch_size,
+                           sample_in_epoch, initial_physical_nodes)
+    if shuffle:
+        permutation = shuffle_positions(shuffle_algo, drawn.unit_sizes, num_canonical_nodes,
+                                        seed, epoch, block_size)
+        valid = order >= 0
+        order[valid] = permutation[order[valid]]
+    return drawn.to_small(order)

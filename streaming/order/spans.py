@@ -1,0 +1,215 @@
+"""The reference's shuffles (mosaicml-streaming 0.13.0), sample for sample, as numpy.
+
+Inputs are *shuffle units* (see ``resample``): each whole-shard copy or partial draw, laid end to
+end in "big id" space. Every algorithm maps a position of the epoch (a big id) to the big id
+read there. The random draws are the reference's, in the same order, from two generators: a
+*run* generator seeded with ``seed`` (fixed for the training run) and an *epoch* generator seeded
+with ``seed + epoch``:
+
+1. the run generator permutes the units;
+2. the permuted line of units is cut into ``num_canonical_nodes`` rows (row ``c`` ends at
+   ``total * (c + 1) // num_canonical_nodes``; a unit crossing a row end becomes two *spans*);
+3. the epoch generator permutes the spans of each row (all rows first, except for ``py2s``),
+   then each algorithm shuffles inside the rows:
+
+* ``py1s``: every span's samples, span after span;
+* ``py2s``: before cutting, the run generator also shuffles every unit's samples; then, row by
+  row, the epoch generator permutes the row's spans and shuffles each span's samples;
+* ``py1e``: row by row, every span's samples are shuffled, then for every span a window size
+  ``w`` is drawn from ``[0.75 * block, 1.25 * block)`` and each of its samples moves by a uniform
+  shift in ``±(w - span) / 2``, bounded so it stays in the row; the row is read in order of the
+  shifted positions;
+* ``naive``: one permutation of the whole epoch by the epoch generator;
+* ``py1b`` (ours; the reference dropped it in 0.11): spans in their epoch order, then fixed
+  blocks of ``block`` samples each shuffled by the epoch generator.
+
+Ties between equal shifted positions in ``py1e`` (measure zero; about one pair per 10^8
+samples) are broken by position, where the reference's sort leaves them in an order of its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'shuffle_positions']
+
+EXACT_SHUFFLE_ALGOS = ('naive', 'py1b', 'py1e', 'py1s', 'py2s')
+
+
+class RowSpans:
+    """Spans laid out row by row: span ``i`` covers big ids ``begin[i]:begin[i] + length[i]``.
+
+    Row ``r`` holds spans ``first[r]:first[r + 1]``.
+    """
+
+    def __init__(self, begin: np.ndarray, length: np.ndarray, first: np.ndarray) -> None:
+        self.begin, self.length, self.first = begin, length, first
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.first) - 1
+
+    def row(self, row: int) -> slice:
+        return slice(int(self.first[row]), int(self.first[row + 1]))
+
+
+def cut_rows(unit_begin: np.ndarray, unit_size: np.ndarray, num_rows: int) -> RowSpans:
+    """Cut units (in layout order) laid end to end into ``num_rows`` rows of spans."""
+    sizes = np.asarray(unit_size, np.int64)
+    total = int(sizes.sum())
+    starts = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    bounds = total * np.arange(1, num_rows, dtype=np.int64) // num_rows
+    cuts = np.union1d(starts, bounds)
+    cut_starts, cut_ends = cuts[:-1], cuts[1:]
+    unit = np.searchsorted(starts, cut_starts, 'right') - 1
+    begin = np.asarray(unit_begin, np.int64)[unit] + (cut_starts - starts[unit])
+    first = np.concatenate([[0], np.searchsorted(cut_ends, bounds, 'right'), [len(cut_starts)]])
+    return RowSpans(begin, cut_ends - cut_starts, first.astype(np.int64))
+
+
+def _ragged_arange(begin: np.ndarray, length: np.ndarray, dtype: type = np.int64) -> np.ndarray:
+    """``concat(arange(b, b + n) for b, n in zip(begin, length))``."""
+    ends = np.cumsum(length)
+    out = np.arange(int(ends[-1]) if len(ends) else 0, dtype=dtype)
+    out += np.repeat((begin - (ends - length)).astype(dtype), length)
+    return out
+
+
+def _id_dtype(total: int) -> type:
+    return np.int32 if total < np.iinfo(np.int32).max else np.int64
+
+
+def _permute_rows(spans: RowSpans, rng: np.random.Generator) -> RowSpans:
+    """Permute the spans of every row, row after row, with ``rng``."""
+    order = np.arange(len(spans.begin))
+    for row in range(spans.num_rows):
+        part = spans.row(row)
+        order[part] = order[part][rng.permutation(part.stop - part.start)]
+    return RowSpans(spans.begin[order], spans.length[order], spans.first)
+
+
+def _shuffle_each(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator) -> None:
+    """Shuffle consecutive pieces of ``ids`` of ``lengths`` in place, in order."""
+    start = 0
+    for length in lengths.tolist():
+        if length > 1:
+            rng.shuffle(ids[start:start + length])
+        start += length
+
+
+def _py1e_row(ids: np.ndarray, lengths: np.ndarray, block_size: int,
+              rng: np.random.Generator) -> None:
+    """Shuffle one row in place the py1e way (``ids`` holds the row's spans end to end)."""
+    _shuffle_each(ids, lengths, rng)
+    total = len(ids)
+    low_block, high_block = int(0.75 * block_size), int(1.25 * block_size)
+    position = np.arange(total, dtype=np.float64)
+    start, reach = 0, 0.0
+    for length in lengths.tolist():
+        window = int(rng.integers(low_block, high_block))
+        half = max((window - length) / 2, 0)
+        low, high = max(-half, -start), min(half, total - start - length)
+        position[start:start + length] += rng.uniform(low, high, length)
+        start += length
+        reach = max(reach, half)
+    ids[:] = ids[sorted_by_position(position, int(reach) + 1)]
+
+
+def sorted_by_position(position: np.ndarray, reach: int) -> np.ndarray:
+    """``argsort(position)`` (ties by index) when ``|position[i] - i| < reach`` for all ``i``.
+
+    Output positions are produced a window at a time: the samples landing in ``[a, a + W)``
+    can only come from ``[a - reach, a + W + reach)``. Each window's (position, index) pairs
+    are packed into one uint64 (fixed-point position above, index below) and sorted with numpy's
+    vectorised integer sort; the rare pairs whose fixed-point positions collide are re-ordered
+    by their exact positions.
+    """
+    total = len(position)
+    window = max(1 << 20, min(4 * reach, 1 << 23))
+    order = np.empty(total, np.int64)
+    written = 0
+    for start in range(0, total, window):
+        stop = min(start + window, total)
+        first, last = max(start - reach, 0), min(stop + reach, total)
+        chunk = position[first:last]
+        inside = chunk >= start
+        if stop < total:
+            inside &= chunk < stop
+        local = np.flatnonzero(inside)
+        index_bits = max(1, int(last - first).bit_length())
+        fraction_bits = 64 - index_bits - max(1, (window + reach).bit_length())
+        packed = ((chunk[local] - start) * float(1 << fraction_bits)).astype(np.uint64)
+        packed <<= np.uint64(index_bits)
+        packed |= local.astype(np.uint64)
+        packed.sort()
+        picked = (packed & np.uint64((1 << index_bits) - 1)).astype(np.int64)
+        _resolve_collisions(picked, packed >> np.uint64(index_bits), chunk)
+        order[written:written + len(picked)] = picked + first
+        written += len(picked)
+    return order
+
+
+def _resolve_collisions(picked: np.ndarray, fixed: np.ndarray, chunk: np.ndarray) -> None:
+    """Re-order, in place, runs of ``picked`` whose fixed-point keys are equal."""
+    same = np.flatnonzero(fixed[1:] == fixed[:-1])
+    if not len(same):
+        return
+    members = np.union1d(same, same + 1)
+    run = np.cumsum(np.diff(members, prepend=-2) != 1)
+    ids = picked[members]
+    picked[members] = ids[np.lexsort((ids, chunk[ids], run))]
+
+
+def _blocks_row(ids: np.ndarray, block_size: int, rng: np.random.Generator) -> None:
+    for start in range(0, len(ids), block_size):
+        rng.shuffle(ids[start:start + block_size])
+
+
+def shuffle_positions(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
+                      epoch: int, block_size: int) -> np.ndarray:
+    """The big id read at each position of the epoch (a permutation of ``sum(unit_sizes)``)."""
+    sizes = np.asarray(unit_sizes, np.int64)
+    total = int(sizes.sum())
+    dtype = _id_dtype(total)
+    if algo == 'naive':
+        return np.random.default_rng(seed + epoch).permutation(total).astype(dtype, copy=False)
+    if algo not in EXACT_SHUFFLE_ALGOS:
+        raise ValueError(f'`shuffle_algo` must be one of {EXACT_SHUFFLE_ALGOS}, got {algo!r}')
+    run_rng = np.random.default_rng(seed)
+    unit_begin = np.zeros(len(sizes), np.int64)
+    np.cumsum(sizes[:-1], out=unit_begin[1:])
+    order = run_rng.permutation(len(sizes))
+    unit_begin, sizes = unit_begin[order], sizes[order]
+    epoch_rng = np.random.default_rng(seed + epoch)
+    if algo == 'py2s':
+        source = _ragged_arange(unit_begin, sizes, dtype)
+        _shuffle_each(source, sizes, run_rng)
+        laid = np.zeros(len(sizes), np.int64)
+        np.cumsum(sizes[:-1], out=laid[1:])
+        spans = cut_rows(laid, sizes, num_canonical_nodes)
+        out = np.empty(total, dtype)
+        written = 0
+        for row in range(spans.num_rows):
+            part = spans.row(row)
+            picked = epoch_rng.permutation(part.stop - part.start)
+            begin, length = spans.begin[part][picked], spans.length[part][picked]
+            chunk = source[_ragged_arange(begin, length)]
+            _shuffle_each(chunk, length, epoch_rng)
+            out[written:written + len(chunk)] = chunk
+            written += len(chunk)
+        return out
+    spans = _permute_rows(cut_rows(unit_begin, sizes, num_canonical_nodes), epoch_rng)
+    out = _ragged_arange(spans.begin, spans.length, dtype)
+    if algo == 'py1s':
+        _shuffle_each(out, spans.length, epoch_rng)
+        return out
+    row_starts = np.concatenate([[0], np.cumsum(spans.length)])[spans.first]
+    for row in range(spans.num_rows):
+        part = spans.row(row)
+        ids = out[row_starts[row]:row_starts[row + 1]]
+        if algo == 'py1e':
+            _py1e_row(ids, spans.length[part], block_size, epoch_rng)
+        else:
+            _blocks_row(ids, block_size, epoch_rng)
+    return out
