@@ -267,7 +267,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
     def spanner(self) -> Any:
         """Maps a sample id to (shard id, index within the shard): ``dataset.spanner[i]``."""
         if getattr(self, '_spanner', None) is None:
-            from streaming.base.spanner import Spanner
+            from streaming.dataset.spanner import Spanner
             self._spanner = Spanner(self.samples_per_shard)
         return self._spanner
 
