@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
 import sys
-from typing import Any
+import tempfile
+from typing import Any, Iterator
 
 import pytest
 
@@ -26,12 +29,31 @@ def reference_python() -> str:
     pytest.skip(message)
 
 
+@contextlib.contextmanager
+def reference_lock() -> Iterator[None]:
+    """One reference process at a time on this machine.
+
+    The reference names its shared memory by a small per-machine counter, so two of its
+    processes building datasets at once (pytest-xdist workers) can collide on a name such as
+    ``/000200_locals`` and fail: a known defect of the reference that this library fixes. The
+    oracle tests take this lock around every reference run so that they never see it.
+    """
+    path = os.path.join(tempfile.gettempdir(), 'shardflow-reference-oracle.lock')
+    with open(path, 'a') as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def run_reference(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run ``ops`` in one reference process; returns one outcome per op."""
     # Never let our package shadow the reference's: drop any PYTHONPATH pointing at this tree.
     env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
-    proc = subprocess.run([reference_python(), DRIVER], input=json.dumps(ops), text=True,
-                          capture_output=True, timeout=600, env=env)
+    with reference_lock():
+        proc = subprocess.run([reference_python(), DRIVER], input=json.dumps(ops), text=True,
+                              capture_output=True, timeout=600, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f'reference driver failed:\n{proc.stderr[-4000:]}')
     return json.loads(proc.stdout)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from streaming.order import apply_weights, get_epoch_order
-from tests.oracle.runner import reference_python
+from tests.oracle.runner import reference_lock, reference_python
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'oracle',
                       'ref_order.py')
@@ -38,8 +38,9 @@ def run_reference_order(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         batches[-1].append(op)
     results: list[dict[str, Any]] = []
     for batch in batches:
-        proc = subprocess.run([python, DRIVER], input=json.dumps(batch), text=True,
-                              capture_output=True, timeout=900, env=env)
+        with reference_lock():
+            proc = subprocess.run([python, DRIVER], input=json.dumps(batch), text=True,
+                                  capture_output=True, timeout=900, env=env)
         if proc.returncode:
             raise RuntimeError(f'reference order driver failed:\n{proc.stderr[-4000:]}')
         results += json.loads(proc.stdout)
