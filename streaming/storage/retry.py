@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, TypeVar
 
 from streaming.storage.errors import DiskFullError, TransientError
-from streaming.storage.secrets import redact, scrub_exception
+from streaming.storage.secrets import redact, redact_sdk_logs, scrub_exception
 
 __all__ = ['DISK_ERRNOS', 'THROTTLED_STATUSES', 'RetriesExhausted', 'RetryPolicy',
            'call_with_retries', 'describe', 'is_fatal', 'parse_retry_after', 'retry_after']
@@ -150,6 +150,7 @@ def call_with_retries(operation: Callable[[], T], *, retries: int, policy: Retry
     """
     if retries < 0:
         raise ValueError(f'retries must be >= 0, got {retries}.')
+    redact_sdk_logs()  # Before the first transfer: SDK DEBUG logs quote endpoint URLs.
     attempts = retries + 1
     started = time.monotonic()
     for attempt in range(attempts):

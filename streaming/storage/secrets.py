@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import threading
 
-__all__ = ['redact', 'scrub_exception', 'SECRET_ENV_VARS']
+__all__ = ['redact', 'redact_sdk_logs', 'scrub_exception', 'SECRET_ENV_VARS']
 
 # Environment variables whose values are secrets (never identifiers such as key ids).
 SECRET_ENV_VARS = (
@@ -94,3 +96,39 @@ def scrub_exception(error: BaseException | None) -> BaseException | None:
                 pass
         pending += [current.__cause__, current.__context__]
     return error
+
+
+# Loggers of the SDKs behind our backends: their DEBUG records quote endpoint URLs and headers.
+SDK_LOGGERS = ('botocore', 'boto3', 's3transfer', 'urllib3', 'azure', 'google', 'oci',
+               'paramiko', 'huggingface_hub', 'fsspec', 'databricks')
+_factory_lock = threading.Lock()
+_installed = False
+
+
+def redact_sdk_logs() -> None:
+    """Redact credentials from every log record of the SDKs' loggers, at every level.
+
+    A filter on a logger does not see its children's records, so this wraps the log-record
+    factory instead: records of ``SDK_LOGGERS`` (and their children) are formatted and redacted
+    when created; other records pass through untouched. Installed once, on first backend use,
+    on top of whatever factory is in place.
+    """
+    global _installed
+    if _installed:
+        return
+    with _factory_lock:
+        if _installed:
+            return
+        previous = logging.getLogRecordFactory()
+
+        def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            if record.name.split('.', 1)[0] in SDK_LOGGERS:
+                try:
+                    record.msg, record.args = redact(record.getMessage()), None
+                except Exception:  # noqa: BLE001 - a malformed record: keep it as it was.
+                    pass
+            return record
+
+        logging.setLogRecordFactory(factory)
+        _installed = True
