@@ -1,4 +1,4 @@
-"""Reading a byte range of an open file-like object in chunks (for the sftp and fsspec backends)."""
+"""Reading a byte range of an open file-like object in chunks (local, sftp and fsspec backends)."""
 
 from __future__ import annotations
 

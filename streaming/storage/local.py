@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Iterator
 from urllib.parse import unquote, urlparse
 
 from streaming.fileio import atomic_open
 from streaming.storage.backend import Backend
+from streaming.storage.chunks import handle_chunks
 from streaming.storage.objects import ObjectInfo, Response
 
 __all__ = ['LocalBackend', 'local_path']
@@ -26,19 +26,6 @@ def _copy_atomic(src: str, dst: str) -> None:
     os.makedirs(os.path.dirname(dst) or '.', exist_ok=True)
     with open(src, 'rb') as source, atomic_open(dst) as target:
         shutil.copyfileobj(source, target, 1 << 20)
-
-
-def _chunks(path: str, start: int, end: int | None, size: int = 1 << 20) -> Iterator[bytes]:
-    with open(path, 'rb') as f:
-        f.seek(start)
-        left = None if end is None else end - start
-        while left is None or left > 0:
-            data = f.read(size if left is None else min(size, left))
-            if not data:
-                return
-            if left is not None:
-                left -= len(data)
-            yield data
 
 
 class LocalBackend(Backend):
@@ -61,7 +48,9 @@ class LocalBackend(Backend):
         info = self.stat(url, timeout=timeout)
         if etag is not None and etag != info.etag:
             raise FileNotFoundError(f'{url} changed during the download.')
-        return Response(info, _chunks(local_path(url), start, end))
+        handle = open(local_path(url), 'rb')
+        handle.seek(start)
+        return Response(info, handle_chunks(handle, start, end, (), lambda error: error))
 
     def list(self, url: str) -> list[str]:
         root = local_path(url)
