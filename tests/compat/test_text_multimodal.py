@@ -228,3 +228,49 @@ def test_laion_convert_and_upload(tmp_path: Any) -> None:
     assert (first['license'], first['error_message'], first['jpg']) == ('', '', bytes([0, 0]))
     assert int(first['height']) == 0 and int(first['width']) == 16
     assert sorted(os.listdir(remote)) == ['index.json', 'shard.00000.mds', 'shard.00001.mds']
+
+
+# A stand-in for BERT's create_pretraining_data.py (TensorFlow is not installed here): it records
+# the arguments each launched process got, so the slicing and the exit status are what is tested.
+_BERT_STAND_IN = '''
+import json, os, sys
+with open(os.path.join(os.path.dirname(__file__), f'call-{os.getpid()}.json'), 'w') as f:
+    json.dump(sys.argv[1:], f)
+sys.exit(3 if 'fail' in ' '.join(sys.argv) else 0)
+'''
+
+
+def _launched(tmp_path: Any) -> list[list[str]]:
+    return [json.loads(p.read_text()) for p in sorted(tmp_path.glob('call-*.json'))]
+
+
+@pytest.mark.parametrize('flavour', ['mds', 'tfrecord'])
+def test_enwiki_make_train_parallel_launches_one_slice_per_cpu(tmp_path: Any, monkeypatch: Any,
+                                                               flavour: str) -> None:
+    from importlib import import_module
+    module = import_module(f'streaming.text.convert.enwiki.{flavour}.make_train_parallel')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr('os.cpu_count', lambda: 3)
+    with pytest.raises(FileNotFoundError, match='create_pretraining_data.py'):
+        module.main(_enwiki_args(module, flavour, 'in'))
+    (tmp_path / 'create_pretraining_data.py').write_text(_BERT_STAND_IN)
+    module.main(_enwiki_args(module, flavour, 'in'))
+    calls = _launched(tmp_path)
+    assert len(calls) == 3
+    inputs = sorted(c[c.index('--input_file') + 1] for c in calls)
+    shards = [name for group in inputs for name in group.split(',')]
+    assert len(shards) == 7 and len(set(shards)) == 7  # Every input shard exactly once.
+    with pytest.raises(RuntimeError, match='failed for slice'):
+        module.main(_enwiki_args(module, flavour, 'fail'))
+
+
+def _enwiki_args(module: Any, flavour: str, root: str) -> Any:
+    import sys
+    argv = (['--in_root', root, '--in_num_shards', '7', '--out_root', 'out'] if flavour == 'mds'
+            else ['--input_pattern', root + '-%02d', '--output_pattern', 'out-%d',
+                  '--num_shards', '7'])
+    old, sys.argv = sys.argv, ['make_train_parallel', *argv]
+    try:
+        return module.parse_args()
+    finally:
+        sys.argv = old

@@ -1,0 +1,1 @@
+"""English Wikipedia BERT pre-training data as TFRecords (the launcher only; see migrating.md)."""
