@@ -40,7 +40,7 @@ FAULTS = servers.FAULTS
 def proxy(s3, moto, monkeypatch):
     """(proxy, s3 client, bucket): S3_ENDPOINT_URL goes through a FaultProxy to moto."""
     client, bucket = s3
-    fault_proxy = servers.FaultProxy(moto.port, stall_seconds=8.0)
+    fault_proxy = servers.FaultProxy(moto.port, stall_seconds=40.0)
     s3_env(monkeypatch, fault_proxy.url)
     # botocore would catch a flipped byte itself (CRC32); switch that off so that the checks of
     # the download layer are what is tested.
@@ -71,7 +71,9 @@ def test_each_fault_is_survived_with_an_exact_file(proxy, tmp_path, fault) -> No
     assert (tmp_path / 'out' / 'obj').read_bytes() == data
     assert [f for f, _, _ in fault_proxy.injected] == [fault]
     assert _leftovers(tmp_path / 'out') == ['obj']
-    assert time.monotonic() - started < 6
+    # Well under the 40 s stall: the timeout, not the server, ended the stalled attempt (the
+    # margin is for a loaded machine).
+    assert time.monotonic() - started < 20
 
 
 @pytest.mark.parametrize('fault', FAULTS)
