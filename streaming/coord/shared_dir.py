@@ -4,15 +4,16 @@ Each dataset gets a directory under ``/dev/shm`` (or the temp dir; ``STREAMING_S
 overrides both) named by a token that only the processes of one job can share (see ``token``),
 so two datasets in one process, two jobs on one machine, and pytest-xdist workers never meet.
 It holds memory-mapped arrays, lock files and small files. Every process that uses it records
-its pid and start time there; the last one to exit removes the directory, and one whose
-processes are all gone (``kill -9``) is stale and swept by the next dataset made on the machine,
-so a rerun needs no manual cleanup.
+its pid and start time there. The node's first rank keeps it until every rank of the node has
+joined; the last one to exit removes it; one whose processes are all gone (``kill -9``) is stale
+and swept by the next dataset made on the machine, so a rerun needs no manual cleanup.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -28,9 +29,13 @@ from streaming.world import World
 
 __all__ = ['SharedDir', 'base_dir', 'sweep_stale']
 
+logger = logging.getLogger(__name__)
+
 _PREFIX = 'streaming-'
 _OWNER = 'owner.json'
-_MEMBERS = 'members'
+_MEMBERS = 'members'  # One record per process using the directory now.
+_JOINED = 'joined'  # One file per process that ever joined (never removed).
+_EXIT_WAIT_CAP = 60.0  # Longest a first rank waits at exit for the rest of its node.
 
 
 def base_dir() -> str:
@@ -135,6 +140,7 @@ class SharedDir:
                                           np.dtype(dtype), shape).flush()
             _write_pid_record(os.path.join(staging, _OWNER))
             os.makedirs(os.path.join(staging, _MEMBERS))
+            os.makedirs(os.path.join(staging, _JOINED))
             # A member from the start, so no sweep can take it for stale.
             _write_pid_record(os.path.join(staging, _MEMBERS, str(os.getpid())))
             os.rename(staging, path)  # Publish atomically: joiners see all of it or nothing.
@@ -148,18 +154,28 @@ class SharedDir:
                         f'same datasets in the same order?')
                 time.sleep(0.02)
         shared = cls(path)
-        shared._join()
+        shared._join(world.local_world_size if world.is_local_leader else 0, timeout)
         return shared
 
-    def _join(self) -> None:
-        """Record this process as a member; the last member to leave removes the directory."""
+    def _join(self, wait_for: int, timeout: float) -> None:
+        """Record this process as a member; the last member to leave removes the directory.
+
+        The creator passes ``wait_for``, the number of ranks on its node: at exit it keeps the
+        directory until that many processes have joined (at most ``timeout`` seconds, and a minute). Without
+        a process group nothing else holds a fast first rank back, and a rank that joins after
+        the directory is gone would wait for it forever.
+        """
         member = os.path.join(self.path, _MEMBERS, str(os.getpid()))
         _write_pid_record(member)
+        with open(os.path.join(self.path, _JOINED, str(os.getpid())), 'w'):
+            pass
         pid = os.getpid()
 
         def leave() -> None:
             if os.getpid() != pid:  # A forked child inherited this hook: not its directory.
                 return
+            if wait_for > 1:  # Bounded: a rank that never comes must not hold up the exit long.
+                self._wait_for_joiners(wait_for, min(timeout, _EXIT_WAIT_CAP))
             try:
                 os.remove(member)
             except FileNotFoundError:
@@ -168,6 +184,23 @@ class SharedDir:
                 shutil.rmtree(self.path, ignore_errors=True)
 
         atexit.register(leave)
+
+    def _wait_for_joiners(self, expected: int, timeout: float) -> None:
+        joined = os.path.join(self.path, _JOINED)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                count = len(os.listdir(joined))
+            except FileNotFoundError:
+                return
+            if count >= expected:
+                return
+            if time.monotonic() > deadline:
+                logger.warning('%d of the %d ranks of this node joined the shared state at %s '
+                               'within %.0fs; leaving without the others.', count, expected,
+                               self.path, timeout)
+                return
+            time.sleep(0.05)
 
     def file_path(self, name: str) -> str:
         """The path of the shared file ``name``."""

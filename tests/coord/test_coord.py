@@ -95,8 +95,8 @@ def test_publication_is_atomic_no_partial_directory_is_ever_visible(shm) -> None
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        SharedDir.create_or_join(name, leader(), {f'a{i}': ('int64', (1000,)) for i in range(20)},
-                                 timeout=5)
+        SharedDir.create_or_join(name, leader(1), {f'a{i}': ('int64', (1000,))
+                                                   for i in range(20)}, timeout=5)
     finally:
         stop.set()
         watcher.join()
@@ -115,9 +115,32 @@ def test_the_last_member_to_exit_removes_the_directory(shm) -> None:
     assert not os.path.exists(path)
 
 
-def test_a_live_owner_is_never_replaced(shm) -> None:
+def test_the_first_rank_keeps_the_directory_until_every_rank_has_joined(shm) -> None:
+    """Without a process group a fast first rank may finish before a slow rank even starts."""
     name = token()
     creator = child('create', name, '0', '2')
+    path = first_line(creator)
+    creator.stdin.close()  # type: ignore[union-attr]
+    time.sleep(1.0)  # The creator is done and exiting; its rank 1 has not started yet.
+    assert creator.poll() is None and os.path.isdir(path)
+    joiner = child('create', name, '1', '2')
+    assert first_line(joiner) == path  # Joined the creator's directory, not a timeout.
+    assert creator.wait(timeout=30) == 0
+    assert finish(joiner) == 0
+    assert not os.path.exists(path)
+
+
+def test_a_first_rank_whose_node_never_fills_up_leaves_after_the_timeout(shm) -> None:
+    name = token()
+    creator = child('create', name, '0', '2', env={'CHILD_TIMEOUT': '1'})
+    path = first_line(creator)
+    assert finish(creator) == 0
+    assert not os.path.exists(path)
+
+
+def test_a_live_owner_is_never_replaced(shm) -> None:
+    name = token()
+    creator = child('create', name, '0', '2', env={'CHILD_TIMEOUT': '1'})
     first_line(creator)
     try:
         with pytest.raises(RuntimeError, match='already belongs to a live process'):
