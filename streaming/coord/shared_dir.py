@@ -161,9 +161,9 @@ class SharedDir:
         """Record this process as a member; the last member to leave removes the directory.
 
         The creator passes ``wait_for``, the number of ranks on its node: at exit it keeps the
-        directory until that many processes have joined (at most ``timeout`` seconds, and a minute). Without
-        a process group nothing else holds a fast first rank back, and a rank that joins after
-        the directory is gone would wait for it forever.
+        directory until that many processes have joined (at most ``timeout`` seconds, and a
+        minute). Without a process group nothing else holds a fast first rank back, and a rank
+        that joins after the directory is gone would wait for it forever.
         """
         member = os.path.join(self.path, _MEMBERS, str(os.getpid()))
         _write_pid_record(member)

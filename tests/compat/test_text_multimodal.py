@@ -6,6 +6,7 @@ import csv
 import gzip
 import json
 import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -265,12 +266,9 @@ def test_enwiki_make_train_parallel_launches_one_slice_per_cpu(tmp_path: Any, mo
 
 
 def _enwiki_args(module: Any, flavour: str, root: str) -> Any:
-    import sys
     argv = (['--in_root', root, '--in_num_shards', '7', '--out_root', 'out'] if flavour == 'mds'
             else ['--input_pattern', root + '-%02d', '--output_pattern', 'out-%d',
                   '--num_shards', '7'])
-    old, sys.argv = sys.argv, ['make_train_parallel', *argv]
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, 'argv', ['make_train_parallel', *argv])
         return module.parse_args()
-    finally:
-        sys.argv = old
