@@ -11,6 +11,8 @@ id lookup its dataset performs. ``--quality`` compares the shuffles' mixing inst
     python benchmarks/order_setup.py --quality            # shuffle quality table
     python benchmarks/order_setup.py --reference none     # ours only
     python benchmarks/order_setup.py --algo py1s --canonical-nodes 64 --sizes 100M
+    python benchmarks/order_setup.py --batching-method stratified --canonical-nodes 2 \
+        --sizes 10M --reference none                    # two streams (60% / 40% of the shards)
 """
 
 from __future__ import annotations
@@ -63,18 +65,24 @@ def _reference_order(sizes: np.ndarray, algo: str, canonical: int, ranks: int, w
 
 
 def _our_order(sizes: np.ndarray, algo: str, canonical: int, ranks: int, workers: int,
-               batch: int, block: int, epoch: int, passes: float = 1.0) -> np.ndarray:
+               batch: int, block: int, epoch: int, passes: float = 1.0,
+               batching: str = 'random') -> np.ndarray:
+    """Our order; with a batching method other than ``random``, over two streams (the first
+    60% of the shards, then the rest)."""
     from streaming.order import get_epoch_order
-    return get_epoch_order(shard_sizes=sizes, shard_streams=np.zeros(len(sizes), np.int64),
-                           stream_choose=np.array([int(sizes.sum() * passes)]), epoch=epoch,
-                           seed=SEED,
+    streams = np.zeros(len(sizes), np.int64)
+    if batching != 'random':
+        streams[int(0.6 * len(sizes)):] = 1
+    choose = (np.bincount(streams, sizes) * passes).astype(np.int64)
+    return get_epoch_order(shard_sizes=sizes, shard_streams=streams, stream_choose=choose,
+                           epoch=epoch, seed=SEED,
                            shuffle=True, shuffle_algo=algo, shuffle_block_size=block,
                            num_canonical_nodes=canonical, ranks_per_node=ranks,
-                           workers_per_rank=workers, batch_size=batch)
+                           workers_per_rank=workers, batch_size=batch, batching_method=batching)
 
 
 def child(which: str, samples: int, shards: int, ranks: int, workers: int, algo: str,
-          canonical: int, passes: float) -> None:
+          canonical: int, passes: float, batching: str) -> None:
     """Time one epoch order in this process and print a JSON line."""
     if which == 'reference':
         _import_reference()
@@ -87,7 +95,8 @@ def child(which: str, samples: int, shards: int, ranks: int, workers: int, algo:
     if which == 'reference':
         order = _reference_order(sizes, algo, canonical, ranks, workers, BATCH, block, EPOCH)
     else:
-        order = _our_order(sizes, algo, canonical, ranks, workers, BATCH, block, EPOCH, passes)
+        order = _our_order(sizes, algo, canonical, ranks, workers, BATCH, block, EPOCH, passes,
+                           batching)
     seconds = time.perf_counter() - start
     print(json.dumps({'seconds': seconds, 'peak_mb': _peak_mb(), 'baseline_mb': baseline,
                       'output_mb': order.nbytes / 2**20}))
@@ -104,9 +113,9 @@ def _reference_python(choice: str) -> str | None:
 
 
 def _run_child(python: str, which: str, samples: int, shards: int, ranks: int,
-               workers: int, algo: str, canonical: int, passes: float) -> dict:
+               workers: int, algo: str, canonical: int, passes: float, batching: str) -> dict:
     command = [python, os.path.abspath(__file__), '--child', which, str(samples), str(shards),
-               str(ranks), str(workers), algo, str(canonical), str(passes)]
+               str(ranks), str(workers), algo, str(canonical), str(passes), batching]
     env = dict(os.environ)
     if which == 'reference':  # never let our tree's package shadow the reference's
         env.pop('PYTHONPATH', None)
@@ -116,10 +125,11 @@ def _run_child(python: str, which: str, samples: int, shards: int, ranks: int,
 
 
 def setup_table(sizes: list[int], shards: int, reference: str | None, algo: str,
-                canonical: int, passes: float) -> None:
-    print(f'{algo}, {canonical} canonical node(s), {passes} passes over the data\n')
-    if passes != 1.0:
-        reference = None  # the reference harness here draws every sample once
+                canonical: int, passes: float, batching: str) -> None:
+    print(f'{algo}, {batching} batching, {canonical} canonical node(s), {passes} passes over '
+          'the data\n')
+    if passes != 1.0 or batching != 'random':
+        reference = None  # the reference harness here draws one stream once, random batching
     print('| samples | ranks x workers | impl | seconds | peak RSS MB | RSS before MB | '
           'output MB |\n|---|---|---|---|---|---|---|')
     for samples in sizes:
@@ -127,7 +137,7 @@ def setup_table(sizes: list[int], shards: int, reference: str | None, algo: str,
             runs = [('ours', sys.executable)] + ([('reference', reference)] if reference else [])
             for which, python in runs:
                 got = _run_child(python, which, samples, shards, ranks, workers, algo, canonical,
-                                 passes)
+                                 passes, batching)
                 print(f"| {samples:,} | {ranks} x {workers} | {which} | {got['seconds']:.2f} | "
                       f"{got['peak_mb']:.0f} | {got['baseline_mb']:.0f} | "
                       f"{got['output_mb']:.0f} |", flush=True)
@@ -189,9 +199,9 @@ def _count(text: str) -> int:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == '--child':
-        which, samples, shards, ranks, workers, algo, canonical, passes = sys.argv[2:]
+        which, samples, shards, ranks, workers, algo, canonical, passes, batching = sys.argv[2:]
         return child(which, int(samples), int(shards), int(ranks), int(workers), algo,
-                     int(canonical), float(passes))
+                     int(canonical), float(passes), batching)
     if len(sys.argv) > 1 and sys.argv[1] == '--quality-child':
         return quality_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -204,6 +214,8 @@ def main() -> None:
     parser.add_argument('--canonical-nodes', type=int, default=1)
     parser.add_argument('--passes', type=float, default=1.0,
                         help='samples drawn per epoch / dataset size (ours only when not 1)')
+    parser.add_argument('--batching-method', default='random',
+                        help='batching method to time (ours only when not random)')
     parser.add_argument('--quality', action='store_true', help='shuffle quality, not timing')
     args = parser.parse_args()
     reference = _reference_python(args.reference)
@@ -211,7 +223,7 @@ def main() -> None:
         quality_table(reference)
     else:
         setup_table([_count(size) for size in args.sizes], args.shards, reference, args.algo,
-                    args.canonical_nodes, args.passes)
+                    args.canonical_nodes, args.passes, args.batching_method)
 
 
 if __name__ == '__main__':

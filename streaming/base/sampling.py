@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming.order.sampling import draw_shards
+from streaming.order.resample import choose_per_shard
 
 __all__ = ['get_sampling']
 
@@ -16,11 +16,8 @@ def get_sampling(samples_per_shard: NDArray[np.int64], choose: int, granularity:
 
     Whole multiples of the stream take every shard that many times; the rest is spread over the
     shards in runs of ``granularity`` samples, drawn anew each epoch if ``use_epoch`` (the
-    ``balanced`` sampling method) or the same every epoch (``fixed``).
+    ``balanced`` sampling method) or the same every epoch (``fixed``): the reference's counts,
+    draw for draw.
     """
-    sizes = np.asarray(samples_per_shard, np.int64)
-    draw = draw_shards(sizes, np.zeros(len(sizes), np.int64), np.array([choose], np.int64),
-                       seed=seed, epoch=epoch,
-                       sampling_method='balanced' if use_epoch else 'fixed',
-                       sampling_granularity=granularity)
-    return draw.copies * sizes + draw.remainder
+    return choose_per_shard(np.asarray(samples_per_shard, np.int64), int(choose), granularity,
+                            seed, epoch, use_epoch)

@@ -211,6 +211,8 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         type(self.streams[0]).apply_weights(self.streams, self.samples_per_stream,
                                             config.epoch_size, config.shuffle_seed)
         self.stream_choose = np.array([int(s.choose) for s in self.streams], np.int64)
+        shares = [getattr(s, 'proportion', None) for s in self.streams]
+        self._stream_proportions = None if None in shares else np.array(shares, np.float64)
         self.epoch_size = int(self.stream_choose.sum())  # Samples per epoch, all ranks together.
         self.length = math.ceil(self.epoch_size / self._parallel_ranks())
         arrays = {**cache_arrays(self.num_shards), **epoch_arrays(world.local_world_size)}
@@ -355,7 +357,8 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             workers_per_rank=world.num_workers, batch_size=config.batch_size,
             batching_method=config.batching_method, sampling_method=config.sampling_method,
             sampling_granularity=config.sampling_granularity, sample_in_epoch=sample_in_epoch,
-            initial_physical_nodes=self.resumable.initial_physical_nodes)
+            initial_physical_nodes=self.resumable.initial_physical_nodes,
+            stream_proportions=self._stream_proportions)
         key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
         return shared_epoch_order(self._shared, key, lambda: get_epoch_order(**params))
 

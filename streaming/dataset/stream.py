@@ -171,7 +171,8 @@ class Stream:
         The dataset calls this on its first stream's class and reads each stream's ``choose``
         afterwards, so an override decides how many samples each stream gives per epoch.
         """
-        from streaming.order import apply_weights  # The order package owns the arithmetic.
+        # The order package owns the arithmetic.
+        from streaming.order.sampling import apply_weights, stream_proportions
         cls.validate_weights(streams)
         given = [getattr(s, 'weights_given', None) or
                  {k: getattr(s, k, None) for k in ('proportion', 'repeat', 'choose')}
@@ -182,11 +183,8 @@ class Stream:
             repeat=[w['repeat'] for w in given], choose=[w['choose'] for w in given],
             epoch_size=choose_per_epoch, seed=seed)
         total = int(choose.sum())
-        if given and given[0]['proportion'] is not None:
-            proportion = np.array([w['proportion'] for w in given], np.float64)
-            proportion /= proportion.sum() or 1.0
-        else:
-            proportion = choose / total if total else np.zeros(len(streams))
+        proportion = stream_proportions(sizes, choose, epoch_size=choose_per_epoch,
+                                        proportion=[w['proportion'] for w in given])
         with np.errstate(divide='ignore', invalid='ignore'):
             repeat = np.where(sizes > 0, choose / np.maximum(sizes, 1), 0.0)
         for stream, p, r, c in zip(streams, proportion.tolist(), repeat.tolist(),

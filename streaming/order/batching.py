@@ -1,9 +1,12 @@
 """Batching methods: how the streams' canonical-node layouts become one epoch stream.
 
+These serve shuffles registered under new names; the built-in shuffles (and unshuffled epochs)
+take the reference's batching (``exact``, ``exact_batching``). ``stratified_counts`` serves both.
+
 * ``random``: all streams laid out together; global batches mix streams at random.
 * ``stratified``: each stream laid out alone; every global batch takes a fixed count from each
-  stream, proportional to its share of the epoch (largest remainders round the counts to the
-  global batch size). The epoch ends when a stream runs out of whole batches.
+  stream, proportional to its ``proportion`` (rounded as the reference, ``stratified_counts``).
+  The epoch ends when a stream runs out of whole batches.
 * ``per_stream``: each stream laid out alone and cut into whole global batches (a stream's last
   incomplete batch is dropped); the batches of all streams are then interleaved, at random when
   shuffling, evenly otherwise.
@@ -62,21 +65,19 @@ def random_batching(layout: Layout, sample_in_epoch: int) -> EpochStream:
                        layout.stream_length - start, start)
 
 
-def stratified_counts(stream_choose: np.ndarray, global_batch: int) -> np.ndarray:
-    """Samples per stream in every global batch, for stratified batching.
+def stratified_counts(stream_proportions: np.ndarray, global_batch: int) -> np.ndarray:
+    """Samples per stream in every global batch, for stratified batching, as the reference.
 
-    Shares of ``global_batch`` proportional to ``stream_choose``, rounded by largest remainder
-    (ties to the higher stream index, as the reference breaks them).
+    ``int(proportion * global_batch)`` each (float64); the shortfall goes one each to the streams
+    with the largest fractional parts, in the order numpy's (default-kind) argsort of those
+    parts, reversed, gives: ties to the higher stream index. A stream left with none is an error.
     """
-    choose = np.asarray(stream_choose, dtype=np.int64)
-    total = int(choose.sum())
-    if total == 0:
-        return np.zeros(len(choose), np.int64)
-    scaled = [int(count) * global_batch for count in choose]
-    counts = np.array([value // total for value in scaled], np.int64)
-    remainders = np.array([value % total for value in scaled])
-    counts[np.lexsort((-np.arange(len(choose)), -remainders))[:global_batch - counts.sum()]] += 1
-    starved = np.flatnonzero((choose > 0) & (counts == 0))
+    exact = global_batch * np.asarray(stream_proportions, np.float64)
+    counts = exact.astype(np.int64)
+    missing = global_batch - int(counts.sum())
+    if missing:
+        counts[np.argsort(exact - counts)[::-1][:missing]] += 1
+    starved = np.flatnonzero(counts <= 0)
     if len(starved):
         raise ValueError(
             f"batching_method='stratified' gives every stream a fixed share of each global batch, "

@@ -1,7 +1,10 @@
 """One epoch's sample order for every node, rank, worker and batch: the single entry point.
 
-``get_epoch_order`` is a pure function of arrays and settings: it draws each shard's samples
-(``sampling``), deals them to canonical nodes and shuffles each node's row (``layout``, with a
+``get_epoch_order`` is a pure function of arrays and settings. With a built-in shuffle (or none)
+it is the reference's order, sample for sample, for every batching method: ``exact`` (random
+batching) and ``exact_batching`` (stratified, per_stream, device_per_stream). A shuffle
+registered under a new name takes our layout instead: it draws each shard's samples
+(``sampling``), deals them to canonical nodes and shuffles each node's row (``layout``, with the
 registered ``shuffle``), turns the rows into one epoch stream (``batching``) and deals that
 stream to devices (``partition``).
 """
@@ -21,6 +24,7 @@ from streaming.order.batching import (
 )
 from streaming.order.checks import check_choice, check_int
 from streaming.order.exact import random_order
+from streaming.order.exact_batching import StreamRun, exact_stream_batching
 from streaming.order.layout import Layout, canonical_layout
 from streaming.order.partition import check_partition, deal_to_devices
 from streaming.order.sampling import SAMPLING_METHODS, draw_shards
@@ -40,6 +44,17 @@ def _as_counts(name: str, values: np.ndarray) -> np.ndarray:
     return array
 
 
+def _proportions(given: np.ndarray | None, choose: np.ndarray) -> np.ndarray:
+    if given is None:
+        total = int(choose.sum())
+        return choose / total if total else np.zeros(len(choose))
+    array = np.asarray(given, np.float64)
+    if array.shape != choose.shape or not (array >= 0).all():
+        raise ValueError(f'`stream_proportions` must hold one non-negative number per stream '
+                         f'({len(choose)}), got {given!r}')
+    return array
+
+
 def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
                     stream_choose: np.ndarray, epoch: int, seed: int, shuffle: bool,
                     shuffle_algo: str = 'py1e', shuffle_block_size: int | None = None,
@@ -48,7 +63,8 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
                     workers_per_rank: int = 1, batch_size: int,
                     batching_method: str = 'random', sampling_method: str = 'balanced',
                     sampling_granularity: int = 1, sample_in_epoch: int = 0,
-                    initial_physical_nodes: int | None = None) -> np.ndarray:
+                    initial_physical_nodes: int | None = None,
+                    stream_proportions: np.ndarray | None = None) -> np.ndarray:
     """The epoch's global sample ids for every (node, rank, worker, batch, slot).
 
     Args:
@@ -74,6 +90,9 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
         sampling_granularity: partial draws take samples from shards in runs of this many.
         sample_in_epoch: samples of this epoch already consumed (in global-batch order) to skip.
         initial_physical_nodes: node count of the run being resumed, if any.
+        stream_proportions: each stream's ``proportion`` (see ``sampling.stream_proportions``);
+            sets the non-random methods' per-stream counts and block sizes. Default: each
+            stream's share of ``stream_choose``.
 
     Returns:
         int64 array ``(nodes, ranks, workers, batches per worker, batch_size)`` of sample ids
@@ -109,8 +128,16 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
     check_partition(partition_algo=partition_algo, num_canonical_nodes=num_canonical_nodes,
                     num_physical_nodes=num_physical_nodes,
                     initial_physical_nodes=initial_physical_nodes)
+    proportions = _proportions(stream_proportions, choose)
     block_size = shuffle_block_size or default_shuffle_block_size(num_canonical_nodes)
-    if batching_method == 'random' and shuffle_algo in EXACT_SHUFFLE_ALGOS:
+    exact = not shuffle or shuffle_algo in EXACT_SHUFFLE_ALGOS
+    if exact and batching_method != 'random':
+        run = StreamRun(sizes, streams, choose, proportions, epoch, seed, shuffle, shuffle_algo,
+                        block_size, num_canonical_nodes, partition_algo, initial_physical_nodes,
+                        ranks_per_node, workers_per_rank, sampling_method, sampling_granularity)
+        return exact_stream_batching(batching_method, run, num_physical_nodes=num_physical_nodes,
+                                     batch_size=batch_size, sample_in_epoch=sample_in_epoch)
+    if exact:
         return random_order(
             shard_sizes=sizes, shard_streams=streams, stream_choose=choose, epoch=epoch,
             seed=seed, shuffle=shuffle, shuffle_algo=shuffle_algo, block_size=block_size,
@@ -138,9 +165,8 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
     if batching_method == 'random':
         stream = random_batching(layout_of(np.arange(len(sizes)), 0, block_size), sample_in_epoch)
     elif batching_method == 'stratified':
-        counts = stratified_counts(choose, global_batch)
-        total = max(int(choose.sum()), 1)
-        blocks = [max(1, block_size * int(count) // total) for count in choose]
+        counts = stratified_counts(proportions, global_batch)
+        blocks = [max(1, int(block_size * share)) for share in proportions.tolist()]
         stream = stratified_batching(per_stream_layouts(blocks), counts, global_batch,
                                      sample_in_epoch)
     elif batching_method == 'per_stream':

@@ -15,7 +15,7 @@ import numpy as np
 from streaming.order.checks import check_choice, check_int
 from streaming.order.rng import TAG_DRAW_BALANCED, TAG_DRAW_FIXED, make_rng
 
-__all__ = ['SAMPLING_METHODS', 'ShardDraw', 'apply_weights', 'draw_shards']
+__all__ = ['SAMPLING_METHODS', 'ShardDraw', 'apply_weights', 'draw_shards', 'stream_proportions']
 
 SAMPLING_METHODS = ('balanced', 'fixed')
 
@@ -109,6 +109,25 @@ def apply_weights(stream_sizes: np.ndarray, *, proportion: Sequence[float | None
                 raise ValueError(f'`choose` of stream {index} must be an int, got {choose[index]}')
             counts[index] = int(choose[index])
     return counts
+
+
+def stream_proportions(stream_sizes: np.ndarray, stream_choose: np.ndarray, *,
+                       proportion: Sequence[float | None] | None = None,
+                       epoch_size: int | None = None) -> np.ndarray:
+    """Each stream's ``proportion`` as the reference records it after weighting.
+
+    The normalised ``proportion`` weights when given; with no weights but an ``epoch_size``, the
+    streams' shares of all samples; otherwise each stream's share of ``stream_choose``. The
+    non-random batching methods size each stream's part of a batch and its shuffle block by it.
+    """
+    if proportion is not None and len(proportion) and proportion[0] is not None:
+        shares = np.array([float(value) for value in proportion], np.float64)
+    elif epoch_size is not None:
+        shares = np.asarray(stream_sizes, np.int64).astype(np.float64)
+    else:
+        shares = np.asarray(stream_choose, np.int64).astype(np.float64)
+    total = shares.sum()
+    return shares / total if total else np.zeros(len(shares))
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ Reads a JSON list of ops from stdin and writes one JSON result per op:
   "kwargs", "world": {"nodes", "ranks", "workers"}, "epoch", "sample_in_epoch"}``: a
   ``StreamingDataset`` over index-only local streams, its per-stream ``choose`` and
   ``generate_work`` for the world (the order its iteration reads);
-* ``{"kind": "iterate", "dir", "kwargs", "epochs"}``: the ``x`` column of every sample a
-  ``StreamingDataset`` over ``dir`` yields, epoch after epoch, in this process.
+* ``{"kind": "iterate", "dir" | "streams": [{"local", weight}], "kwargs", "epochs"}``: the ``x``
+  column of every sample a ``StreamingDataset`` over ``dir`` (or these streams) yields, epoch
+  after epoch, in this process.
 
 The reference is only driven, never imported by our code.
 """
@@ -52,10 +53,14 @@ def _index(root: str, sizes: list[int]) -> None:
         json.dump({'version': 2, 'shards': shards}, f)
 
 
-def _dataset(**kwargs: object) -> StreamingDataset:
-    """A reference dataset; retried when another reference process took the same shared-memory
-    prefix at the same moment (its prefix choice races across processes)."""
+def _dataset(stream_specs: list[dict] | None = None, **kwargs: object) -> StreamingDataset:
+    """A reference dataset (over ``Stream(**spec)`` for each of ``stream_specs``, if given);
+    retried when another process took the same shared-memory prefix at the same moment (its
+    prefix choice races across processes). Streams are made anew for each attempt: a failed
+    attempt has already written its derived weights into them."""
     for attempt in range(5):
+        if stream_specs is not None:
+            kwargs['streams'] = [Stream(**spec) for spec in stream_specs]
         try:
             return StreamingDataset(**kwargs)
         except FileExistsError:
@@ -65,13 +70,12 @@ def _dataset(**kwargs: object) -> StreamingDataset:
 
 
 def _work(op: dict, root: str) -> dict:
-    streams = []
+    specs = []
     for j, spec in enumerate(op['streams']):
         local = os.path.join(root, str(j))
         _index(local, spec['sizes'])
-        streams.append(Stream(local=local, proportion=spec.get('proportion'),
-                              repeat=spec.get('repeat'), choose=spec.get('choose')))
-    dataset = _dataset(streams=streams, batch_size=op['batch_size'], **op['kwargs'])
+        specs.append({'local': local, **{k: v for k, v in spec.items() if k != 'sizes'}})
+    dataset = _dataset(specs, batch_size=op['batch_size'], **op['kwargs'])
     world = World(op['world']['nodes'], op['world']['ranks'], op['world']['workers'], 0)
     work = generate_work(dataset.batching_method, dataset, world, op['epoch'],
                          op['sample_in_epoch'])
@@ -79,7 +83,10 @@ def _work(op: dict, root: str) -> dict:
 
 
 def _iterate(op: dict) -> dict:
-    dataset = _dataset(local=op['dir'], **op['kwargs'])
+    if 'streams' in op:
+        dataset = _dataset(op['streams'], **op['kwargs'])
+    else:
+        dataset = _dataset(local=op['dir'], **op['kwargs'])
     return {'epochs': [[int(sample['x']) for sample in dataset] for _ in range(op['epochs'])]}
 
 
@@ -106,6 +113,8 @@ def main() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     warnings.simplefilter('ignore')
+    # The collections below then skip the reference's import-time objects (torch's many).
+    gc.freeze()
     root = tempfile.mkdtemp(prefix='ref-order-')
     results = []
     for number, op in enumerate(json.load(sys.stdin)):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from streaming.order import apply_weights, get_epoch_order
+from streaming.order.sampling import stream_proportions
 from tests.oracle.runner import reference_lock, reference_python
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'oracle',
@@ -63,12 +64,19 @@ def _weights(rng: np.random.Generator, streams: list[dict], mode: int, kwargs: d
         kwargs['epoch_size'] = int(rng.integers(10, 200))
 
 
-def work_cases(seed: int, count: int, algos: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Random-batching dataset configurations: streams, weights, sampling, topology, resume."""
+def work_cases(seed: int, count: int, algos: tuple[str, ...],
+               methods: tuple[str, ...] = ('random',),
+               shard_samples: int = 40) -> list[dict[str, Any]]:
+    """Dataset configurations: streams, weights, sampling, batching, topology, resume.
+
+    Shards hold 1 to ``shard_samples - 1`` samples; each case's batching method is drawn from
+    ``methods`` (a draw made only when there is more than ``random``, so that the random-batching
+    cases stay as they were).
+    """
     rng = np.random.default_rng(seed)
     cases = []
     for number in range(count):
-        streams = [{'sizes': rng.integers(1, 40, rng.integers(1, 6)).tolist()}
+        streams = [{'sizes': rng.integers(1, shard_samples, rng.integers(1, 6)).tolist()}
                    for _ in range(int(rng.integers(1, 4)))]
         nodes = int(rng.choice([1, 2, 4]))
         kwargs = {'shuffle_block_size': int(rng.integers(5, 100)),
@@ -78,6 +86,8 @@ def work_cases(seed: int, count: int, algos: tuple[str, ...]) -> list[dict[str, 
                   'sampling_method': str(rng.choice(['balanced', 'fixed'])),
                   'sampling_granularity': int(rng.choice([1, 1, 3, 7])),
                   'partition_algo': str(rng.choice(['orig', 'relaxed']))}
+        if methods != ('random',):
+            kwargs['batching_method'] = str(rng.choice(methods))
         _weights(rng, streams, number % 4, kwargs)
         total = sum(sum(stream['sizes']) for stream in streams)
         cases.append({
@@ -94,11 +104,14 @@ def our_work(case: dict[str, Any]) -> tuple[list[int], np.ndarray]:
     streams, kwargs, world = case['streams'], case['kwargs'], case['world']
     sizes = np.concatenate([stream['sizes'] for stream in streams])
     owner = np.concatenate([[k] * len(stream['sizes']) for k, stream in enumerate(streams)])
-    choose = apply_weights(np.array([sum(stream['sizes']) for stream in streams]),
-                           proportion=[stream.get('proportion') for stream in streams],
+    stream_sizes = np.array([sum(stream['sizes']) for stream in streams])
+    proportion = [stream.get('proportion') for stream in streams]
+    choose = apply_weights(stream_sizes, proportion=proportion,
                            repeat=[stream.get('repeat') for stream in streams],
                            choose=[stream.get('choose') for stream in streams],
                            epoch_size=kwargs.get('epoch_size'), seed=kwargs['shuffle_seed'])
+    shares = stream_proportions(stream_sizes, choose, proportion=proportion,
+                                epoch_size=kwargs.get('epoch_size'))
     order = get_epoch_order(
         shard_sizes=sizes, shard_streams=owner, stream_choose=choose, epoch=case['epoch'],
         seed=kwargs['shuffle_seed'], shuffle=kwargs['shuffle'],
@@ -108,5 +121,46 @@ def our_work(case: dict[str, Any]) -> tuple[list[int], np.ndarray]:
         ranks_per_node=world['ranks'], workers_per_rank=world['workers'],
         batch_size=case['batch_size'], sampling_method=kwargs['sampling_method'],
         sampling_granularity=kwargs['sampling_granularity'],
-        sample_in_epoch=case['sample_in_epoch'])
+        sample_in_epoch=case['sample_in_epoch'],
+        batching_method=kwargs.get('batching_method', 'random'), stream_proportions=shares)
     return choose.tolist(), order
+
+
+# Reference failures where we give an order instead (see docs/shuffling.md, "Where we differ").
+_REFERENCE_ONLY_FAILURES = ('The number of samples assigned to a canonical node is 0',)
+
+
+def work_outcome(case: dict[str, Any], result: dict[str, Any]) -> str:
+    """How our order for a ``work`` case compares with the reference's ``result``.
+
+    ``same`` (identical order and per-stream counts), ``both refuse`` (the reference raised and
+    we raise ValueError), ``reference fails`` (a known reference failure where we give an
+    order), or a description of the mismatch.
+    """
+    try:
+        choose, ours = our_work(case)
+    except ValueError as error:
+        if 'error' in result:
+            return 'both refuse'
+        return f'only we refuse: {error}'
+    if 'error' in result:
+        if 'Resuming further' in result['error']:  # a resume point past the epoch
+            return 'same' if not (ours >= 0).any() else f'we read past: {result["error"]}'
+        if any(text in result['error'] for text in _REFERENCE_ONLY_FAILURES):
+            return 'reference fails'
+        return f'only the reference refuses: {result["error"]}'
+    expected = np.array(result['work'])
+    if choose != result['choose']:
+        return f'per-stream counts differ: ours {choose}, reference {result["choose"]}'
+    if expected.size == 0:  # JSON drops an empty array's trailing dimensions
+        return 'same' if not (ours >= 0).any() else 'the reference has no samples, we have some'
+    if ours.shape != expected.shape or not np.array_equal(ours, expected):
+        return f'orders differ (shapes {ours.shape}, {expected.shape})'
+    return 'same'
+
+
+def matrix_cell(case: dict[str, Any]) -> tuple[str, str]:
+    """(shuffle algo, or ``unshuffled``; batching method) of a ``work`` case."""
+    kwargs = case['kwargs']
+    algo = kwargs['shuffle_algo'] if kwargs['shuffle'] else 'unshuffled'
+    return algo, kwargs.get('batching_method', 'random')

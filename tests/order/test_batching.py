@@ -55,8 +55,9 @@ def test_per_stream_global_batches_come_from_one_stream() -> None:
         batches = global_batches(got)
         assert all(len(b) == 8 and len(set(_stream_of(b).tolist())) == 1 for b in batches)
         origins = [_stream_of(b)[0] for b in batches]
-        assert origins.count(0) == 46 // 8 and origins.count(1) == 39 // 8  # incomplete dropped
-        assert len(set(np.concatenate(batches).tolist())) == len(np.concatenate(batches))
+        # As the reference: each stream's positions are dealt to the devices (ranks topped up
+        # with repeats), and only its global batches without a gap are kept.
+        assert origins.count(0) == 6 and origins.count(1) == 5
 
 
 def test_stratified_batches_hold_proportional_counts() -> None:
@@ -70,11 +71,15 @@ def test_stratified_batches_hold_proportional_counts() -> None:
 
 
 def test_stratified_counts_round_by_largest_remainder() -> None:
-    assert stratified_counts(np.array([1, 1, 1]), 10).tolist() == [3, 3, 4]  # As the reference.
-    assert stratified_counts(np.array([5, 3, 2]), 7).tolist() == [4, 2, 1]
-    assert stratified_counts(np.array([0, 4]), 8).tolist() == [0, 8]
+    # As the reference: truncated float shares, the rest to the largest fractions, ties to the
+    # higher stream index.
+    assert stratified_counts(np.array([1, 1, 1]) / 3, 10).tolist() == [3, 3, 4]
+    assert stratified_counts(np.array([0.5, 0.3, 0.2]), 7).tolist() == [4, 2, 1]
+    assert stratified_counts(np.array([0.25] * 4), 6).tolist() == [1, 1, 2, 2]
     with pytest.raises(ValueError, match='stratified.*streams \\[1\\]'):
-        stratified_counts(np.array([98, 1]), 16)
+        stratified_counts(np.array([98, 1]) / 99, 16)
+    with pytest.raises(ValueError, match='stratified.*streams \\[0\\]'):
+        stratified_counts(np.array([0.0, 1.0]), 8)
 
 
 def test_device_per_stream_device_batches_come_from_one_stream() -> None:
@@ -87,14 +92,15 @@ def test_device_per_stream_device_batches_come_from_one_stream() -> None:
         device_batches = device_batches[(device_batches >= 0).any(axis=1)]
         assert (device_batches >= 0).all()
         assert all(len(set(_stream_of(b).tolist())) == 1 for b in device_batches)
-        assert len(set(device_batches.ravel().tolist())) == device_batches.size
         per_device = (got >= 0).sum(axis=(2, 3, 4))
         assert (per_device == per_device.flat[0]).all()
 
 
-@pytest.mark.parametrize('method', ['stratified', 'per_stream'])
-def test_stream_batching_is_elastic_for_a_fixed_global_batch(method: str) -> None:
-    data = _data(apply_weights(STREAM_SIZES, proportion=[1, 1], epoch_size=72, seed=0))
+@pytest.mark.parametrize('method,epoch_size', [('stratified', 72), ('per_stream', 64)])
+def test_stream_batching_is_elastic_for_a_fixed_global_batch(method: str, epoch_size: int) -> None:
+    # per_stream (as the reference) only while every stream fills whole global batches: a
+    # stream's padded last batch depends on the topology, and with it the interleaving.
+    data = _data(apply_weights(STREAM_SIZES, proportion=[1, 1], epoch_size=epoch_size, seed=0))
     results = []
     for nodes, ranks, workers, batch in topologies(global_batch=8):
         got = order(data, batching_method=method, num_canonical_nodes=2, num_physical_nodes=nodes,
@@ -103,12 +109,13 @@ def test_stream_batching_is_elastic_for_a_fixed_global_batch(method: str) -> Non
     assert all(result == results[0] for result in results)
 
 
-def test_device_per_stream_is_elastic_for_fixed_devices_and_device_batch() -> None:
+def test_device_per_stream_global_batches_do_not_depend_on_the_workers() -> None:
+    # As the reference, they depend on the nodes and ranks (each stream is dealt to them).
     data = _data([46, 39])
     results = []
-    for nodes, ranks, workers in [(1, 4, 1), (2, 2, 0), (4, 1, 3), (2, 2, 2)]:
+    for workers in (0, 1, 2, 3):
         got = order(data, batching_method='device_per_stream', num_canonical_nodes=4,
-                    num_physical_nodes=nodes, ranks_per_node=ranks, workers_per_rank=workers,
+                    num_physical_nodes=2, ranks_per_node=2, workers_per_rank=workers,
                     batch_size=3)
         results.append(batch_multisets(got))
     assert all(result == results[0] for result in results)

@@ -16,7 +16,7 @@ import pytest
 from streaming.order.dealing import deal_positions
 from streaming.order.resample import choose_per_shard
 from streaming.order.spans import shuffle_positions
-from tests.order.oracle_cases import our_work, run_reference_order, work_cases
+from tests.order.oracle_cases import run_reference_order, work_cases, work_outcome
 
 EXACT_ALGOS = ('naive', 'py1e', 'py1s', 'py2s')
 
@@ -150,17 +150,9 @@ def test_per_shard_sampling_matches(reference) -> None:
 
 
 def test_whole_epochs_of_random_batching_match_sample_for_sample(reference) -> None:
-    compared = 0
-    for case, result in zip(CASES['work'], reference['work']):
-        if 'error' in result:  # e.g. a resume point past the epoch: both refuse or yield none
-            assert 'Resuming further' in result['error'], result
-            continue
-        choose, ours = our_work(case)
-        expected = np.array(result['work'])
-        assert choose == result['choose'], case
-        if expected.size == 0:
-            assert not (ours >= 0).any(), case
-            continue
-        assert ours.shape == expected.shape and np.array_equal(ours, expected), case
-        compared += 1
-    assert compared >= 60
+    outcomes = [work_outcome(case, result)
+                for case, result in zip(CASES['work'], reference['work'])]
+    wrong = [(case, outcome) for case, outcome in zip(CASES['work'], outcomes)
+             if outcome not in ('same', 'both refuse', 'reference fails')]
+    assert not wrong, wrong[:3]
+    assert outcomes.count('same') >= 70

@@ -112,3 +112,24 @@ def test_an_entry_unpickled_where_it_is_missing_registers_itself(registered) -> 
     algo = pickle.loads(data)
     assert get_shuffle('travels') is algo and algo.uses_block_size
     assert pickle.loads(pickle.dumps(get_shuffle('py1e'))) is get_shuffle('py1e')
+
+
+@pytest.mark.parametrize('method', ['stratified', 'per_stream', 'device_per_stream'])
+def test_a_new_shuffle_serves_every_batching_method(registered, method: str) -> None:
+    # A new name takes our layout (streaming/order/batching.py), not the reference's path.
+    registered('in-order', write_in_order)
+    streams = np.array([0, 0, 1, 1])
+    order = get_epoch_order(shard_sizes=SIZES, shard_streams=streams,
+                            stream_choose=np.array([20, 20]), epoch=0, seed=3, shuffle=True,
+                            shuffle_algo='in-order', num_canonical_nodes=2, num_physical_nodes=2,
+                            ranks_per_node=2, batch_size=2, batching_method=method)
+    device_batches = order.reshape(-1, 2)
+    device_batches = device_batches[(device_batches >= 0).all(axis=1)]
+    ids = device_batches.ravel()
+    assert len(ids) and set(ids.tolist()) <= set(range(40))
+    if method == 'stratified':
+        global_batches = order.transpose(3, 2, 0, 1, 4).reshape(-1, 8)
+        for batch in global_batches[(global_batches >= 0).all(axis=1)]:
+            assert np.bincount(batch >= 20, minlength=2).tolist() == [4, 4]
+    else:
+        assert all(len({i >= 20 for i in batch.tolist()}) == 1 for batch in device_batches)

@@ -1,8 +1,9 @@
 """The reference's ``streaming.base.shuffle``: one epoch's permutation of sample positions.
 
-Built on ``streaming.order.shuffle``: position ranges ``[N*c//C, N*(c+1)//C)`` belong to canonical
-node ``c`` and are filled with that node's shuffled row, so each node reads only its own shards.
-The permutations have the reference's structure but not (yet) its exact random draws.
+The built-in algorithms are the reference's permutations exactly (``streaming.order.spans``;
+``py1b``, which the reference dropped, is ours). A shuffle registered under a new name fills
+position ranges ``[N*c//C, N*(c+1)//C)`` with canonical node ``c``'s row of our layout
+(``streaming.order.layout``), so each node reads only its own shards.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from numpy.typing import NDArray
 
 from streaming.order.layout import canonical_layout
 from streaming.order.sampling import draw_shards
+from streaming.order.spans import EXACT_SHUFFLE_ALGOS
+from streaming.order.spans import shuffle_positions as exact_positions
 
 __all__ = ['algos', 'get_shuffle', 'get_shuffle_naive', 'get_shuffle_py1br', 'get_shuffle_py1e',
            'get_shuffle_py1s', 'get_shuffle_py2s']
@@ -23,6 +26,9 @@ def shuffle_positions(algo: str, shard_sizes: NDArray[np.int64], num_canonical_n
                       seed: int, epoch: int, block_size: int = 1 << 18) -> NDArray[np.int64]:
     """Positions ``0 .. sum(shard_sizes) - 1`` in the order ``algo`` reads them."""
     sizes = np.asarray(shard_sizes, np.int64)
+    if algo in EXACT_SHUFFLE_ALGOS:
+        return exact_positions(algo, sizes, num_canonical_nodes, seed, epoch,
+                               block_size).astype(np.int64)
     draw = draw_shards(sizes, np.zeros(len(sizes), np.int64), np.array([sizes.sum()]),
                        seed=seed, epoch=epoch)
     layout = canonical_layout(draw, np.arange(len(sizes)), num_canonical_nodes=num_canonical_nodes,
