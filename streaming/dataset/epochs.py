@@ -54,8 +54,10 @@ class ResumeRecord:
             raise ValueError(f'load_state_dict: the state lacks {sorted(missing)}; expected the '
                              f'dict returned by state_dict().')
         epoch, sample_in_epoch = int(state['epoch']), int(state['sample_in_epoch'])
-        if epoch == -1:  # The reference's state before any iteration: start at the beginning.
-            epoch, sample_in_epoch = 0, 0
+        if epoch == -1:
+            # The reference's state before any iteration, which the reference itself ignores
+            # whole: start at the beginning with this dataset's own layout (seed, nodes).
+            return cls(0, 0)
         record = cls(epoch, sample_in_epoch,
                      state.get('num_canonical_nodes'), state.get('shuffle_seed'),
                      state.get('initial_physical_nodes'))

@@ -75,6 +75,21 @@ result = {'fresh_epoch': fresh['epoch'], 'after': [after['epoch'], after['sample
           'resumed': resumed[:3] + [len(resumed)],
           'from_pre_iteration_state': len([s for s in other])}
 """,
+    # A state from before any iteration (the reference's epoch -1) carries a layout (seed,
+    # canonical nodes) that the reference ignores: the dataset keeps its own.
+    'pre_iteration_state_layout': """
+write(root + '/d', 100)
+def order(state=None, **kwargs):
+    dataset = StreamingDataset(local=root + '/d', batch_size=10, shuffle=True, **kwargs)
+    if state is not None:
+        dataset.load_state_dict(state)
+    return [s['id'] for s in dataset]
+state = {'epoch': -1, 'sample_in_epoch': 0, 'num_canonical_nodes': 4, 'shuffle_seed': 1234,
+         'initial_physical_nodes': 1}
+result = [order(state, shuffle_seed=99) == order(shuffle_seed=99),
+          order(dict(state, epoch=0), shuffle_seed=99) ==
+          order(shuffle_seed=1234, num_canonical_nodes=4)]
+""",
     # collate_fn=list: the state dict must count samples, not the keys of a sample.
     'collate_list': """
 write(root + '/d', 100, columns={'id': 'int', 'a': 'str', 'b': 'str'})
@@ -310,6 +325,11 @@ def test_state_dict_after_load_reports_the_loaded_position(ours, ref) -> None:
     # both mean "from the start", and ours loads the reference's.
     assert theirs['fresh_epoch'] == -1 and mine['fresh_epoch'] == 0
     assert mine['from_pre_iteration_state'] == theirs['from_pre_iteration_state'] == 100
+
+
+def test_pre_iteration_state_keeps_the_datasets_own_layout(ours, ref) -> None:
+    # [epoch -1 state ignored whole, epoch 0 state's seed and canonical nodes adopted]
+    assert ours['pre_iteration_state_layout'] == ref['pre_iteration_state_layout'] == [True, True]
 
 
 def test_collate_fn_list_counts_samples(ours, ref) -> None:
