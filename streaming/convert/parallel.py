@@ -1,9 +1,10 @@
 """Write one dataset with several processes: each writes a sub-dataset, then the indexes merge.
 
-Encoding, compressing and hashing shards is CPU work that one Python process does on one core.
-``write_parallel`` spreads it over ``workers`` processes, each writing ``out/part-NNNNN/`` with
-its own writer, then calls ``merge_index`` so ``out/index.json`` lists every part's shards.
-Readers see one dataset; the shards are the same as a single writer's, only grouped by part.
+Reading, building and encoding samples is Python work that one process does on one core (its
+writer compresses and hashes finished shards on a thread pool). ``write_parallel`` spreads it
+over ``workers`` processes, each writing ``out/part-NNNNN/`` with its own writer, then calls
+``merge_index`` so ``out/index.json`` lists every part's shards. Readers see one dataset; the
+shards are the same as a single writer's, only grouped by part.
 
 Workers are started with ``spawn`` (safe with threads in the caller, unlike ``fork``). Starting
 one costs a Python start and the writer's imports (about 0.2 s; numpy and the writers, not torch),
@@ -213,9 +214,9 @@ def _run_parts(source: Source, parts: int, outs: list[Any], writer: str, kwargs:
         from tqdm import tqdm
         bar = tqdm(total=total, desc=f'Writing {parts} parts', unit='sample')
     outcomes: list[tuple[str, int, str]] = []
-    stop = threading.Event()
-    watcher = threading.Thread(target=_wait, args=(procs, results, counter, bar, outcomes, stop),
-                               daemon=True)
+    stop, fed = threading.Event(), threading.Event()
+    watcher = threading.Thread(target=_wait, daemon=True,
+                               args=(procs, results, counter, bar, outcomes, stop, fed))
     watcher.start()
     try:
         if dealt:
@@ -228,6 +229,7 @@ def _run_parts(source: Source, parts: int, outs: list[Any], writer: str, kwargs:
             except Exception as error:
                 raise RuntimeError(f'write_parallel: part 0 of {parts} failed: {error}') \
                     from error
+        fed.set()
         watcher.join()
     finally:
         stop.set()
@@ -251,33 +253,40 @@ def _index_location(part_out: str | tuple[str, str]) -> str | tuple[str, str]:
 
 
 def _wait(procs: list[Any], results: Any, counter: Any, bar: Any,
-          outcomes: list[tuple[str, int, str]], stop: Any) -> None:
+          outcomes: list[tuple[str, int, str]], stop: Any, fed: Any) -> None:
     """Collect one outcome per worker into ``outcomes``, updating the bar (run as a thread).
 
-    A worker that dies without reporting fails. The first failure sets ``stop``, which ends the
-    caller's own part and the feeding; the caller sets ``stop`` to end this early.
+    Runs until every worker has reported and ``fed`` is set (the caller's own part or feeding is
+    done). A worker that dies without reporting fails. The first failure sets ``stop``, which
+    ends the caller's own part and the feeding; the caller sets ``stop`` to end this early.
     """
     shown = 0
-    while len(outcomes) < len(procs) and not stop.is_set():
-        try:
-            outcomes.append(results.get(timeout=0.2))
-        except queue.Empty:
-            reported = {part for _, part, _ in outcomes}
-            for proc in procs:
-                part = int(proc.name.rsplit('-', 1)[1])
-                if part not in reported and not proc.is_alive() and \
-                        proc.exitcode not in (0, None):
-                    time.sleep(0.2)  # Its last message may still be in flight.
-                    try:
-                        outcomes.append(results.get_nowait())
-                    except queue.Empty:
-                        outcomes.append(('error', part, f'worker exited with code '
-                                         f'{proc.exitcode}'))
-                    break
-        if outcomes and outcomes[-1][0] != 'ok':
-            stop.set()  # The others may wait for input forever; the caller stops them.
+    while not stop.is_set() and (len(outcomes) < len(procs) or not fed.is_set()):
+        if len(outcomes) == len(procs):
+            fed.wait(0.2)
+        else:
+            try:
+                outcomes.append(results.get(timeout=0.2))
+            except queue.Empty:
+                _check_dead(procs, results, outcomes)
+            if outcomes and outcomes[-1][0] != 'ok':
+                stop.set()  # The others may wait for input forever; the caller stops them.
         if bar is not None and counter.value != shown:
             bar.update(counter.value - shown)
             shown = counter.value
     if bar is not None:
         bar.update(counter.value - shown)
+
+
+def _check_dead(procs: list[Any], results: Any, outcomes: list[tuple[str, int, str]]) -> None:
+    """Add an outcome for the first worker that exited with an error but reported nothing."""
+    reported = {part for _, part, _ in outcomes}
+    for proc in procs:
+        part = int(proc.name.rsplit('-', 1)[1])
+        if part not in reported and not proc.is_alive() and proc.exitcode not in (0, None):
+            time.sleep(0.2)  # Its last message may still be in flight.
+            try:
+                outcomes.append(results.get_nowait())
+            except queue.Empty:
+                outcomes.append(('error', part, f'worker exited with code {proc.exitcode}'))
+            return

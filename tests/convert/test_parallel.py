@@ -89,3 +89,11 @@ def test_one_worker_writes_in_the_calling_process(tmp_path) -> None:
     assert write_parallel(partial(numbered, total=50), out, columns=COLUMNS, workers=1,
                           progress_bar=False) == ['part-00000']
     assert [s['id'] for s in _read(out)] == list(range(50))
+
+
+@pytest.mark.parametrize('workers', [1, 2])
+def test_the_progress_bar_counts_every_part(tmp_path, capsys, workers) -> None:
+    write_parallel(partial(numbered, total=3000), str(tmp_path / 'out'), columns=COLUMNS,
+                   workers=workers, progress_bar=True)
+    last = capsys.readouterr().err.replace('\r', '\n').strip().splitlines()[-1]
+    assert last.startswith(f'Writing {workers} parts: 3000sample'), last
