@@ -101,3 +101,11 @@ def test_remote_errors_name_the_url_and_leave_no_scratch(tmp_path, bucket) -> No
     proc = run_cli('convert', f's3://{name}/bad.jsonl', str(tmp_path / 'o3'), '--scratch',
                    str(tmp_path / 'no-such-dir'), env=env)
     assert proc.returncode == 1 and '--scratch: no such directory' in proc.stderr
+
+
+def test_object_keys_cannot_escape_the_download_directory() -> None:
+    from streaming.convert.remote import _relative
+    assert _relative('s3://b/photos/cat/1.png', 's3://b/photos/') == os.path.join('cat', '1.png')
+    for key in ('photos/../../etc/passwd', 'photos/a//b.png', 'photos/./x', 'photos/'):
+        with pytest.raises(ValueError, match='has no safe local name'):
+            _relative(f's3://b/{key}', 's3://b/photos/')
