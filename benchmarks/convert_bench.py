@@ -71,10 +71,34 @@ def jsonl_lines(path: str):
             yield json.loads(line)
 
 
-def _cpu() -> float:
+def _cpu(who: str = 'both') -> float:
+    """CPU seconds of this process (``self``), its waited-for children, or ``both``."""
     import resource
-    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
-               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    kinds = {'self': [resource.RUSAGE_SELF], 'children': [resource.RUSAGE_CHILDREN]}.get(
+        who, [resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN])
+    return sum(resource.getrusage(k).ru_utime + resource.getrusage(k).ru_stime for k in kinds)
+
+
+def _started(sent: float, box: object) -> None:
+    """A worker process's body: report when it got here after importing the writer."""
+    import streaming.convert.parallel  # noqa: F401 - what a write_parallel worker imports
+    box.put(time.time() - sent)  # type: ignore[attr-defined]
+
+
+def phases(out: str, parts: int) -> dict[str, float]:
+    """Where a parallel run's fixed costs go: a worker's start, and the merge of the indexes."""
+    import multiprocessing
+
+    from streaming.merge import merge_index
+    ctx = multiprocessing.get_context('spawn')
+    box = ctx.Queue()
+    proc = ctx.Process(target=_started, args=(time.time(), box))
+    proc.start()
+    start_s = box.get()
+    proc.join()
+    begin = time.perf_counter()
+    merge_index([os.path.join(out, f'part-{k:05}', 'index.json') for k in range(parts)], out)
+    return {'worker_start_s': start_s, 'merge_s': time.perf_counter() - begin}
 
 
 def jsonl_corpus(total: int) -> str:
@@ -94,8 +118,12 @@ def jsonl_corpus(total: int) -> str:
     return path
 
 
-def measure(config: str, total: int, out: str, workload: str) -> tuple[float, float, float]:
-    """(wall, CPU, main-thread CPU) seconds to write ``total`` samples with ``config``."""
+def measure(config: str, total: int, out: str, workload: str) -> dict[str, float]:
+    """Wall, CPU and main-thread CPU seconds to write ``total`` samples with ``config``.
+
+    For ``parallel-N`` also the CPU seconds of the calling process (which writes part 0) and of
+    the workers, and the fixed costs measured after the run (``phases``).
+    """
     if config == 'single-1core':
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     if config == 'reference':  # Its ``import streaming`` imports torchvision, broken here.
@@ -120,7 +148,7 @@ def measure(config: str, total: int, out: str, workload: str) -> tuple[float, fl
             partial(samples, 0, 1, total)
     if config.startswith('parallel'):
         from streaming.convert import write_parallel
-    cpu, main = _cpu(), time.thread_time()
+    mine, theirs, main = _cpu('self'), _cpu('children'), time.thread_time()
     start = time.perf_counter()
     if config.startswith('parallel'):
         write_parallel(source, out, columns=columns, workers=int(config.split('-')[1]),
@@ -129,10 +157,15 @@ def measure(config: str, total: int, out: str, workload: str) -> tuple[float, fl
         with MDSWriter(out=out, columns=columns, **OPTIONS) as writer:
             for sample in source():
                 writer.write(sample)
-    return time.perf_counter() - start, _cpu() - cpu, time.thread_time() - main
+    result = {'wall': time.perf_counter() - start, 'main_cpu': time.thread_time() - main,
+              'self_cpu': _cpu('self') - mine, 'children_cpu': _cpu('children') - theirs}
+    result['cpu'] = result['self_cpu'] + result['children_cpu']
+    if config.startswith('parallel'):
+        result.update(phases(out, int(config.split('-')[1])))
+    return result
 
 
-def _child(config: str, total: int, workload: str) -> tuple[float, float, float]:
+def _child(config: str, total: int, workload: str) -> dict[str, float]:
     out = tempfile.mkdtemp(prefix='convert-bench-')
     python, env = sys.executable, None
     if config == 'reference':  # Its own streaming, never ours through PYTHONPATH.
@@ -144,8 +177,7 @@ def _child(config: str, total: int, workload: str) -> tuple[float, float, float]
                                workload], capture_output=True, text=True, check=False, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f'{config} failed:\n{proc.stderr[-3000:]}')
-        wall, cpu, main = proc.stdout.strip().splitlines()[-1].split()
-        return float(wall), float(cpu), float(main)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -191,11 +223,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         if args.child == 'reference':
-            print(*measure(args.child, args.samples, args.out, args.workload))
+            print(json.dumps(measure(args.child, args.samples, args.out, args.workload)))
             return
         # Re-import through the package path so worker processes can unpickle ``samples``.
         from benchmarks import convert_bench
-        print(*convert_bench.measure(args.child, args.samples, args.out, args.workload))
+        print(json.dumps(convert_bench.measure(args.child, args.samples, args.out,
+                                               args.workload)))
         return
     if args.workload == 'jsonl':
         jsonl_corpus(args.samples)  # Made before any timing.
@@ -206,18 +239,26 @@ def main() -> None:
         print(f'reference python {REFERENCE_PYTHON} not found: the reference is left out')
     times: dict[str, list[float]] = {c: [] for c in configs}
     cpu: dict[str, list[float]] = {c: [] for c in configs}
+    runs: dict[str, list[dict[str, float]]] = {c: [] for c in configs}
     main_share, load = [], []
     for repeat in range(args.repeats):
         for config in configs:
-            wall, used, main_cpu = _child(config, args.samples, args.workload)
-            times[config].append(wall)
-            cpu[config].append(used)
+            run = _child(config, args.samples, args.workload)
+            runs[config].append(run)
+            times[config].append(run['wall'])
+            cpu[config].append(run['cpu'])
             if config == 'single':
-                main_share.append(main_cpu / used)
+                main_share.append(run['main_cpu'] / run['cpu'])
             load.append(os.getloadavg()[0])
-            print(f'repeat {repeat + 1}: {config}: {wall:.2f}s wall, {used:.2f}s CPU, load '
-                  f'{load[-1]:.1f}', flush=True)
+            extra = ''
+            if config.startswith('parallel'):
+                extra = (f' (calling process {run["self_cpu"]:.2f}s, workers '
+                         f'{run["children_cpu"]:.2f}s; a worker starts in '
+                         f'{run["worker_start_s"]:.2f}s, the merge takes {run["merge_s"]:.3f}s)')
+            print(f'repeat {repeat + 1}: {config}: {run["wall"]:.2f}s wall, {run["cpu"]:.2f}s '
+                  f'CPU{extra}, load {load[-1]:.1f}', flush=True)
     result = _report(args, configs, times, cpu, main_share, load)
+    result['runs'] = runs
     os.makedirs(os.path.dirname(args.json) or '.', exist_ok=True)
     with open(args.json, 'w') as f:
         json.dump(result, f, indent=2)
