@@ -1,13 +1,15 @@
 """Remove what dead jobs left behind; safe while other jobs run.
 
-- Node-coordination state (the per-dataset directories under /dev/shm or STREAMING_SHM_DIR)
-  whose processes have all exited: removed with the same liveness check datasets use.
+- Node-coordination state (the per-dataset directories under /dev/shm or STREAMING_SHM_DIR,
+  and the staging directories of leaders that died while making one) whose processes have all
+  exited: removed with the same liveness check datasets use.
 - Partial downloads in the given cache directories: ``*.partial`` files (and their ``.json``
   journals) that no process holds locked, and temporary ``.*.tmp`` files, older than
   --older-than seconds. A running download holds its partial file locked and keeps writing
   its temporary file, so neither is touched.
 
 For example:
+  streaming clean --dry-run --cache /tmp/cache    # list what would go
   streaming clean --cache /tmp/cache --older-than 3600
 """
 
@@ -31,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='only remove partial files untouched this many seconds '
                         '(default 3600)')
     parser.add_argument('--dry-run', action='store_true',
-                        help='list partial files that would go; remove nothing')
+                        help='list the coordination directories and partial files that would '
+                        'go; remove nothing')
 
 
 def _locked(path: str) -> bool:
@@ -75,14 +78,29 @@ def stale_partials(cache: str, older_than: float) -> list[str]:
     return found
 
 
+def _dir_bytes(path: str) -> int:
+    total = 0
+    for root, _, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
 def run(args: argparse.Namespace) -> int:
-    removed_state: list[str] = []
+    from streaming.coord import find_stale, sweep_stale
+    base = args.shm_dir or None
+    if base is not None and not os.path.isdir(base):
+        raise FileNotFoundError(f'No such directory: {base}')
+    for cache in args.cache:  # Every argument checked before anything is removed.
+        if not os.path.isdir(cache):
+            raise FileNotFoundError(f'No such directory: {cache}')
+    state = find_stale(base)
+    state_bytes = sum(_dir_bytes(path) for path in state)
     if not args.dry_run:
-        from streaming.coord import sweep_stale
-        base = args.shm_dir or None
-        if base is not None and not os.path.isdir(base):
-            raise FileNotFoundError(f'No such directory: {base}')
-        removed_state = sweep_stale(base)
+        state = sweep_stale(base)  # Checks each again: a job may have started meanwhile.
     partials = []
     for cache in args.cache:
         partials += stale_partials(cache, args.older_than)
@@ -95,11 +113,12 @@ def run(args: argparse.Namespace) -> int:
         except FileNotFoundError:
             pass
     verb = 'would remove' if args.dry_run else 'removed'
-    lines = [f'{verb} {len(partials)} partial download file(s), {human_bytes(freed)}']
+    lines = [f'{verb} {len(state)} stale coordination director{"y" if len(state) == 1 else "ies"}'
+             f' of dead jobs, {human_bytes(state_bytes)}']
+    lines += [f'  {p}' for p in state]
+    lines.append(f'{verb} {len(partials)} partial download file(s), {human_bytes(freed)}')
     lines += [f'  {p}' for p in partials]
-    if not args.dry_run:
-        lines.append(f'removed {len(removed_state)} stale coordination director(ies)')
-        lines += [f'  {p}' for p in removed_state]
-    emit(args, {'dry_run': args.dry_run, 'partial_files': partials, 'bytes': freed,
-                'coordination_dirs': removed_state}, '\n'.join(lines))
+    emit(args, {'dry_run': args.dry_run, 'coordination_dirs': state,
+                'coordination_bytes': state_bytes, 'partial_files': partials, 'bytes': freed},
+         '\n'.join(lines))
     return 0

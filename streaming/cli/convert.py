@@ -1,7 +1,10 @@
 """Convert jsonl, csv, parquet, images, WebDataset tars or HF datasets to MDS or JSON shards.
 
 Inputs: a jsonl or csv file, parquet files, a directory tree of images, a set of WebDataset
-``.tar`` files, or a directory written by Hugging Face ``datasets``' ``save_to_disk``.
+``.tar`` files, or a directory written by Hugging Face ``datasets``' ``save_to_disk``. SRC may
+be local (a path or a glob) or remote (any URL the storage layer supports: one object, every
+object under a prefix, or a glob such as ``s3://bucket/logs/*.jsonl``); a remote SRC is first
+downloaded to a temporary directory (under --scratch), which is removed afterwards.
 
 Column encodings come from the data (the Arrow schema for parquet and Hugging Face data, the
 first samples otherwise); --columns overrides some or all of them, e.g. ``--columns
@@ -12,11 +15,14 @@ the source is split over N processes, each writing a sub-dataset, merged at the 
 For example:
   streaming convert data.jsonl /data/my-dataset --compression zstd --hashes xxh64
   streaming convert photos/ s3://bucket/photos --from images --columns image:jpeg --workers 4
+  streaming convert gs://bucket/raw/data.parquet /data/my-dataset --workers 2
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from typing import Any
 
 from streaming.cli.common import CLIError, Dataset, emit, progress, show_progress
@@ -26,7 +32,7 @@ KINDS = ('jsonl', 'csv', 'parquet', 'images', 'webdataset', 'hf')
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument('src', help='input file, directory or glob (local)')
+    parser.add_argument('src', help='input file, directory or glob (local path or remote URL)')
     parser.add_argument('out', help='output dataset directory (local path or remote URL)')
     parser.add_argument('--from', dest='kind', choices=KINDS,
                         help='input format (default: detected from SRC)')
@@ -42,6 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--workers', type=int, default=1,
                         help='processes writing in parallel (default 1)')
     parser.add_argument('--overwrite', action='store_true', help='replace a non-empty OUT')
+    parser.add_argument('--scratch', help='where a remote SRC is downloaded to (a temporary '
+                        'directory made there, removed afterwards; default: the system temp dir)')
+    parser.add_argument('--timeout', type=float, default=60, help='seconds without data before '
+                        'a download of a remote SRC is retried (default 60)')
 
 
 def parse_columns(text: str | None) -> dict[str, str]:
@@ -69,10 +79,27 @@ def _write(source: Any, args: argparse.Namespace, columns: dict[str, str],
 
 
 def run(args: argparse.Namespace) -> int:
-    from streaming.convert.sources import infer_columns, open_source
+    from streaming.convert.remote import fetch_source, is_remote_source
     if args.workers < 1:
         raise CLIError(f'--workers must be at least 1, got {args.workers}.')
-    source = open_source(args.src, args.kind, parts=args.workers, split=args.split)
+    if not is_remote_source(args.src):
+        return _convert(args, args.src)
+    if args.scratch is not None and not os.path.isdir(args.scratch):
+        raise FileNotFoundError(f'--scratch: no such directory: {args.scratch}')
+    with tempfile.TemporaryDirectory(prefix='streaming-convert-', dir=args.scratch) as scratch:
+        local, root = fetch_source(args.src, scratch, timeout=args.timeout,
+                                   progress_bar=show_progress(args))
+        try:
+            return _convert(args, local)
+        except (OSError, ValueError, RuntimeError) as error:
+            # Name the remote object, not its temporary copy.
+            raise CLIError(str(error).replace(local, root).replace(scratch, root)) from error
+
+
+def _convert(args: argparse.Namespace, src: str) -> int:
+    """Convert the local ``src`` (``args.src`` itself, or its downloaded copy)."""
+    from streaming.convert.sources import infer_columns, open_source
+    source = open_source(src, args.kind, parts=args.workers, split=args.split)
     columns = infer_columns(source, args.format, parse_columns(args.columns))
     kwargs = {'compression': None if args.compression in ('', 'none') else args.compression,
               'hashes': [h for h in args.hashes.split(',') if h], 'size_limit': args.size_limit,

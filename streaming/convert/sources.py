@@ -103,20 +103,19 @@ class JSONLSource(Source):
     def read(self, unit: tuple[str, int, int]) -> Iterator[dict[str, Any]]:
         name, start, end = unit
         with open(name, 'rb') as f:
+            pos = start
             if start:
                 f.seek(start - 1)
-                f.readline()  # The line crossing ``start`` belongs to the previous range.
-            while f.tell() < end:
-                line_no_offset = f.tell()
-                line = f.readline()
-                if not line:
+                pos += len(f.readline()) - 1  # The line crossing ``start`` is the previous range's.
+            for line in f:  # Each line starting before ``end`` is this range's.
+                if pos >= end:
                     break
-                if line.strip():
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError as error:
-                        raise ValueError(f'{name}: invalid JSON at byte {line_no_offset}: '
-                                         f'{error}') from None
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as error:
+                    if line.strip():  # Blank lines are skipped.
+                        raise ValueError(f'{name}: invalid JSON at byte {pos}: {error}') from None
+                pos += len(line)
 
 
 class CSVSource(Source):

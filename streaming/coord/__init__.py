@@ -5,7 +5,7 @@
 """
 
 from streaming.coord.lock import FileLock
-from streaming.coord.shared_dir import SharedDir, base_dir, sweep_stale
+from streaming.coord.shared_dir import SharedDir, base_dir, find_stale, sweep_stale
 from streaming.coord.token import make_job_token
 
-__all__ = ['FileLock', 'SharedDir', 'base_dir', 'make_job_token', 'sweep_stale']
+__all__ = ['FileLock', 'SharedDir', 'base_dir', 'find_stale', 'make_job_token', 'sweep_stale']

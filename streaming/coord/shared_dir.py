@@ -27,7 +27,7 @@ from streaming.coord.lock import FileLock
 from streaming.fileio import atomic_write
 from streaming.world import World
 
-__all__ = ['SharedDir', 'base_dir', 'sweep_stale']
+__all__ = ['SharedDir', 'base_dir', 'find_stale', 'sweep_stale']
 
 logger = logging.getLogger(__name__)
 
@@ -95,17 +95,29 @@ def _members_alive(path: str) -> bool:
     return any(_alive(os.path.join(members, name)) for name in names)
 
 
-def sweep_stale(base: str | None = None) -> list[str]:
-    """Remove shared directories all of whose processes are gone; returns what was removed."""
+def find_stale(base: str | None = None) -> list[str]:
+    """Shared directories under ``base`` all of whose processes are gone (nothing is removed).
+
+    Besides published directories this finds the staging directories (``.streaming-*``) of
+    leaders that died before publishing theirs.
+    """
     base = base or base_dir()
-    removed = []
-    for name in os.listdir(base):
+    found = []
+    for name in sorted(os.listdir(base)):
         path = os.path.join(base, name)
-        if name.startswith(_PREFIX) and os.path.isdir(path) and \
+        if name.startswith((_PREFIX, '.' + _PREFIX)) and os.path.isdir(path) and \
                 os.path.exists(os.path.join(path, _OWNER)) and not _owner_alive(path) and \
                 not _members_alive(path):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
+            found.append(path)
+    return found
+
+
+def sweep_stale(base: str | None = None) -> list[str]:
+    """Remove shared directories all of whose processes are gone; returns what was removed."""
+    removed = []
+    for path in find_stale(base):
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
     return removed
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 # The moto S3 server of the storage tests (a real server on loopback).
-from tests.storage.conftest import moto  # noqa: F401
+from tests.storage.conftest import AWS_SECRET, moto  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 N = 300
@@ -24,6 +24,13 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
     full = {**os.environ, 'PYTHONPATH': str(REPO), **(env or {})}
     return subprocess.run([sys.executable, '-m', 'streaming', *args], capture_output=True,
                           text=True, env=full, timeout=timeout, cwd=cwd)
+
+
+def cli_s3_env(endpoint: str) -> dict[str, str]:
+    """The environment of a CLI subprocess that talks to the moto S3 server at ``endpoint``."""
+    return {'S3_ENDPOINT_URL': endpoint, 'AWS_ACCESS_KEY_ID': 'fake-key-id',
+            'AWS_SECRET_ACCESS_KEY': AWS_SECRET, 'AWS_DEFAULT_REGION': 'us-east-1',
+            'AWS_CONFIG_FILE': '/nonexistent', 'AWS_SHARED_CREDENTIALS_FILE': '/nonexistent'}
 
 
 def run_json(*args: str, **kwargs) -> dict:

@@ -7,14 +7,8 @@ import json
 import os
 import time
 
-from tests.cli.conftest import N, run_cli, run_json, write_dataset
-from tests.storage.conftest import AWS_SECRET, new_name, s3_client
-
-
-def _s3_env(endpoint: str) -> dict[str, str]:
-    return {'S3_ENDPOINT_URL': endpoint, 'AWS_ACCESS_KEY_ID': 'fake-key-id',
-            'AWS_SECRET_ACCESS_KEY': AWS_SECRET, 'AWS_DEFAULT_REGION': 'us-east-1',
-            'AWS_CONFIG_FILE': '/nonexistent', 'AWS_SHARED_CREDENTIALS_FILE': '/nonexistent'}
+from tests.cli.conftest import N, cli_s3_env, run_cli, run_json, write_dataset
+from tests.storage.conftest import new_name, s3_client
 
 
 def _read(path: str) -> list[dict]:
@@ -61,7 +55,7 @@ def test_cp_refuses_a_corrupt_source(tmp_path, dataset) -> None:
 def test_cp_and_inspect_on_s3(tmp_path, dataset, moto) -> None:
     bucket = new_name('cli')
     s3_client(moto.url).create_bucket(Bucket=bucket)
-    env = _s3_env(moto.url)
+    env = cli_s3_env(moto.url)
     url = f's3://{bucket}/datasets/ds'
     up = run_json('cp', dataset, url, env=env)['copies'][0]
     assert up['copied_bytes'] == up['bytes']
@@ -135,10 +129,20 @@ def _start_time(pid: int) -> str:
 
 def test_clean(tmp_path) -> None:
     shm = tmp_path / 'shm'
-    for name, pid in (('streaming-dead', 2**22 + 12345), ('streaming-live', os.getpid())):
+    dead, live = 2**22 + 12345, os.getpid()
+    # A dead job's directory; a live one's; the staging directory of a leader that died before
+    # publishing; a directory whose owner died but whose member is alive; not ours.
+    for name, pid, member in (('streaming-dead', dead, None), ('streaming-live', live, None),
+                              ('.streaming-0123abcd', dead, None),
+                              ('streaming-member-alive', dead, live), ('other-dead', dead, None)):
         (shm / name).mkdir(parents=True)
-        start = _start_time(pid) if pid == os.getpid() else '1'
+        start = _start_time(pid) if pid == live else '1'
         (shm / name / 'owner.json').write_text(json.dumps({'pid': pid, 'start': start}))
+        if member:
+            (shm / name / 'members').mkdir()
+            (shm / name / 'members' / str(member)).write_text(
+                json.dumps({'pid': member, 'start': _start_time(member)}))
+    (shm / 'streaming-dead' / 'epoch.npy').write_bytes(b'\0' * 4096)
     cache = tmp_path / 'cache'
     (cache / 'sub').mkdir(parents=True)
     old = time.time() - 7200
@@ -156,16 +160,23 @@ def test_clean(tmp_path) -> None:
     fcntl.flock(held, fcntl.LOCK_EX)  # A running download holds its partial file locked.
     try:
         env = {'STREAMING_SHM_DIR': str(shm)}
+        stale = [str(shm / '.streaming-0123abcd'), str(shm / 'streaming-dead')]
         dry = run_json('clean', '--cache', str(cache), '--dry-run', env=env)
+        assert dry['dry_run'] and dry['coordination_dirs'] == stale
+        assert dry['coordination_bytes'] > 4096
         assert sorted(dry['partial_files']) == sorted(
             str(files[k]) for k in ('abandoned', 'journal', 'temp'))
         assert all(p.exists() for p in files.values())
+        assert len(os.listdir(shm)) == 5  # Nothing removed.
+        text = run_cli('clean', '--cache', str(cache), '--dry-run', env=env).stdout
+        assert 'would remove 2 stale coordination directories of dead jobs' in text
+        assert f'  {shm / "streaming-dead"}\n' in text and 'would remove 3 partial' in text
         report = run_json('clean', '--cache', str(cache), env=env)
     finally:
         held.close()
     assert report['bytes'] == 300
-    assert report['coordination_dirs'] == [str(shm / 'streaming-dead')]
-    assert sorted(os.listdir(shm)) == ['streaming-live']
+    assert report['coordination_dirs'] == stale
+    assert sorted(os.listdir(shm)) == ['other-dead', 'streaming-live', 'streaming-member-alive']
     assert sorted(k for k, p in files.items() if p.exists()) == ['fresh', 'locked', 'shard']
     proc = run_cli('clean', '--cache', str(tmp_path / 'nope'))
     assert proc.returncode == 1 and 'No such directory' in proc.stderr

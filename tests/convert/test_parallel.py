@@ -61,3 +61,39 @@ def test_a_failing_worker_stops_the_run(tmp_path) -> None:
     assert not os.path.exists(tmp_path / 'out' / 'index.json')
     with pytest.raises(ValueError, match="writer must be one of"):
         write_parallel([], str(tmp_path / 'x'), columns=COLUMNS, writer='parquet')
+
+
+def test_a_failure_in_the_calling_process_part_stops_the_workers(tmp_path) -> None:
+    # Part 0 is written by the calling process itself.
+    with pytest.raises(RuntimeError, match=r'part 0 of 2 failed: boom in part 0'):
+        write_parallel(partial(numbered, total=100, fail_part=0), str(tmp_path / 'out'),
+                       columns=COLUMNS, workers=2, progress_bar=False)
+    assert not os.path.exists(tmp_path / 'out' / 'index.json')
+
+
+def dies(part: int, parts: int):
+    if part == 1:
+        os._exit(3)  # No traceback, no message: the process just ends.
+    yield from numbered(part, parts, 10_000_000)  # Long enough to be stopped.
+
+
+def test_a_worker_that_dies_silently_stops_the_calling_process_part(tmp_path) -> None:
+    with pytest.raises(RuntimeError, match=r'part 1 of 2 failed:\nworker exited with code 3'):
+        write_parallel(dies, str(tmp_path / 'out'), columns=COLUMNS, workers=2,
+                       progress_bar=False)
+    assert not os.path.exists(tmp_path / 'out' / 'index.json')
+
+
+def test_one_worker_writes_in_the_calling_process(tmp_path) -> None:
+    out = str(tmp_path / 'out')
+    assert write_parallel(partial(numbered, total=50), out, columns=COLUMNS, workers=1,
+                          progress_bar=False) == ['part-00000']
+    assert [s['id'] for s in _read(out)] == list(range(50))
+
+
+@pytest.mark.parametrize('workers', [1, 2])
+def test_the_progress_bar_counts_every_part(tmp_path, capsys, workers) -> None:
+    write_parallel(partial(numbered, total=3000), str(tmp_path / 'out'), columns=COLUMNS,
+                   workers=workers, progress_bar=True)
+    last = capsys.readouterr().err.replace('\r', '\n').strip().splitlines()[-1]
+    assert last.startswith(f'Writing {workers} parts: 3000sample'), last

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import struct
 from decimal import Decimal
 from io import BytesIO
 from typing import Any
@@ -188,9 +189,9 @@ class NDArray(Encoding):
             if obj.ndim > 63:
                 raise ValueError(f'arrays may have at most 63 dimensions, got {obj.ndim}')
             largest = max(obj.shape)
-            width = next(w for w, dt in enumerate(_DIM_DTYPES) if largest <= np.iinfo(dt).max)
+            width = 0 if largest < 256 else 1 if largest < 65536 else 2 if largest < 1 << 32 else 3
             parts.append(bytes([(obj.ndim << 2) | width]))
-            parts.append(np.array(obj.shape, _DIM_DTYPES[width]).tobytes())
+            parts.append(struct.pack(f'<{obj.ndim}{"BHIQ"[width]}', *obj.shape))
         elif obj.shape != self.shape:
             raise ValueError(f'expected an array of shape {self.shape}, got {obj.shape}')
         parts.append(obj.tobytes())
