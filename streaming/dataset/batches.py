@@ -25,9 +25,11 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from streaming.dataset import handoff
 from streaming.dataset.cache import ShardCache
 from streaming.dataset.iteration import Prefetcher, shard_chunks
 from streaming.errors import ShardFileError
+from streaming.format.mds.reader import Spans
 from streaming.telemetry import WorkerClock
 
 __all__ = ['SampleStream', 'attach_to_fetcher']
@@ -95,6 +97,17 @@ class SampleStream:
             return _EMPTY, _EMPTY
         return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
+    def at_end(self) -> bool:
+        """Whether no sample is left (loads the next chunk to know)."""
+        while not self._done and self._next >= len(self._shards):
+            try:
+                self._start, self._shards, self._indices = next(self._chunks)
+            except StopIteration:
+                self._finish()
+            else:
+                self._next = 0
+        return self._done
+
     def read(self, shards: np.ndarray, indices: np.ndarray) -> list[Any]:
         """The samples at (``shards``, ``indices``), each as ``dataset[i]`` gives it."""
         if not self.fast:
@@ -103,8 +116,13 @@ class SampleStream:
         read = self.cache.read
         return [read(s, i) for s, i in zip(shards.tolist(), indices.tolist())]
 
-    def gather(self, shards: np.ndarray, indices: np.ndarray) -> list[dict[str, Any]] | None:
-        """Per run of one shard, the columns of its samples (``MDSReader.gather_columns``)."""
+    def gather(self, shards: np.ndarray, indices: np.ndarray,
+               spans: bool = False) -> list[dict[str, Any]] | None:
+        """Per run of one shard, the columns of its samples (``MDSReader.gather_columns``).
+
+        ``spans``: ``bytes`` columns as ``Spans`` of the shards' maps, valid until this stream
+        next prepares a shard (``handoff.pack`` copies them at once).
+        """
         if not self.fast:
             return None
         cuts = np.flatnonzero(shards[1:] != shards[:-1]) + 1
@@ -118,7 +136,8 @@ class SampleStream:
                 clock.add_wait(time.perf_counter() - started)
             gather = getattr(reader, 'gather_columns', None)
             try:
-                columns = gather(indices[begin:end]) if gather is not None else None
+                columns = None if gather is None else \
+                    gather(indices[begin:end], spans=True) if spans else gather(indices[begin:end])
             except FileNotFoundError:  # Evicted under us: the per-sample path retries.
                 self.cache.forget(shard_id)
                 return None
@@ -128,9 +147,15 @@ class SampleStream:
             if columns is None:
                 return None
             runs.append(columns)
-        names = list(runs[0]) if runs else []
-        if any(list(run) != names for run in runs):
+        first = runs[0] if runs else {}
+        if any(list(run) != list(first) or
+               any(type(run[name]) is not type(value) for name, value in first.items())
+               for run in runs[1:]):
             return None  # Streams with different columns: let collate see whole samples.
+        if spans and any(value.data.closed for run in runs for value in run.values()
+                         if isinstance(value, Spans)):
+            # A shard seen twice in the batch, evicted and remapped in between: copy instead.
+            return self.gather(shards, indices)
         return runs
 
 
@@ -193,6 +218,14 @@ def attach_to_fetcher(dataset: Any, stream: SampleStream, depth: int = 2) -> boo
     return True
 
 
+def _worker_loop_code() -> Any:
+    try:
+        from torch.utils.data._utils.worker import _worker_loop
+    except ImportError:
+        return None
+    return getattr(_worker_loop, '__code__', None)
+
+
 class _BatchFetch:
     """The batch-at-once ``fetch`` of one torch fetcher (see the module docstring)."""
 
@@ -203,6 +236,21 @@ class _BatchFetch:
         # StreamingDataLoader wraps collate_fn to count samples: look through the wrapper.
         self.default = getattr(collate, 'inner_collate', collate) is _default_collate()
         self.counted = getattr(collate, 'counted', None)
+        self.pack: bool | None = None  # Decided at the first call (see _packing).
+
+    def _packing(self) -> bool:
+        """Whether batches go to the main process through ``handoff`` (shared memory).
+
+        Only when called by torch's own worker loop, which puts what ``fetch`` returns straight
+        into its result queue; decided once, at the first call.
+        """
+        code = _worker_loop_code()
+        try:
+            caller = sys._getframe(2).f_code
+        except ValueError:
+            caller = None
+        self.pack = code is not None and caller is code and handoff.enabled()
+        return self.pack
 
     def __call__(self, possibly_batched_index: Any) -> Any:
         fetcher, stream, clock = self.fetcher, self.stream, self.stream.clock
@@ -219,9 +267,12 @@ class _BatchFetch:
             if clock is not None:
                 clock.flush()
             raise StopIteration
-        runs = stream.gather(shards, indices)
+        pack = self.default and (self.pack if self.pack is not None else self._packing())
+        runs = stream.gather(shards, indices, spans=pack)
         if runs is None:
             batch = stream.read(shards, indices)
+        elif pack:
+            batch = handoff.pack(runs, fetcher.ended or stream.at_end())
         elif self.default:
             batch = _collate_columns(runs)
         else:
