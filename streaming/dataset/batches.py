@@ -118,18 +118,24 @@ class SampleStream:
 
     def gather(self, shards: np.ndarray, indices: np.ndarray,
                spans: bool = False) -> list[dict[str, Any]] | None:
-        """Per run of one shard, the columns of its samples (``MDSReader.gather_columns``).
+        """The columns of these samples (``MDSReader.gather_columns``), in their order.
 
-        ``spans``: ``bytes`` columns as ``Spans`` of the shards' maps, valid until this stream
-        next prepares a shard (``handoff.pack`` copies them at once).
+        One call per distinct shard (a shuffled batch visits most of its shards several
+        times), merged back into batch order; returned as a list of one run. ``spans``:
+        ``bytes`` columns as a ``Scattered`` of ``Spans`` of the shards' maps, valid until
+        this stream next prepares a shard (``handoff.pack`` copies them at once).
         """
         if not self.fast:
             return None
-        cuts = np.flatnonzero(shards[1:] != shards[:-1]) + 1
-        runs = []
-        for begin, end in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(shards)].tolist()):
-            shard_id = int(shards[begin])
-            clock = self.clock
+        shard_ids, inverse = np.unique(shards, return_inverse=True)
+        if len(shard_ids) == 1:
+            where = [np.arange(len(shards))]
+        else:
+            where = np.split(np.argsort(inverse, kind='stable'),
+                             np.cumsum(np.bincount(inverse))[:-1])
+        groups = []
+        clock = self.clock
+        for shard_id, positions in zip(shard_ids.tolist(), where):
             started = time.perf_counter() if clock is not None else 0.0
             reader = self.cache.ready(shard_id)
             if clock is not None:
@@ -137,7 +143,8 @@ class SampleStream:
             gather = getattr(reader, 'gather_columns', None)
             try:
                 columns = None if gather is None else \
-                    gather(indices[begin:end], spans=True) if spans else gather(indices[begin:end])
+                    gather(indices[positions], spans=True) if spans else \
+                    gather(indices[positions])
             except FileNotFoundError:  # Evicted under us: the per-sample path retries.
                 self.cache.forget(shard_id)
                 return None
@@ -146,17 +153,35 @@ class SampleStream:
                 return None
             if columns is None:
                 return None
-            runs.append(columns)
-        first = runs[0] if runs else {}
-        if any(list(run) != list(first) or
-               any(type(run[name]) is not type(value) for name, value in first.items())
-               for run in runs[1:]):
+            groups.append((positions, columns))
+        first = groups[0][1]
+        if any(list(columns) != list(first) or
+               any(type(columns[name]) is not type(value) for name, value in first.items())
+               for _, columns in groups[1:]):
             return None  # Streams with different columns: let collate see whole samples.
-        if spans and any(value.data.closed for run in runs for value in run.values()
-                         if isinstance(value, Spans)):
-            # A shard seen twice in the batch, evicted and remapped in between: copy instead.
-            return self.gather(shards, indices)
-        return runs
+        return [_merge(groups, len(shards))]
+
+
+def _merge(groups: list[tuple[np.ndarray, dict[str, Any]]], count: int) -> dict[str, Any]:
+    """The columns of ``groups`` (batch positions, columns of those samples) in batch order."""
+    merged: dict[str, Any] = {}
+    for name, first in groups[0][1].items():
+        if isinstance(first, Spans):
+            merged[name] = handoff.Scattered([(columns[name], positions)
+                                              for positions, columns in groups], count)
+        elif len(groups) == 1:
+            merged[name] = first
+        elif isinstance(first, np.ndarray):
+            merged[name] = np.empty(count, first.dtype)
+            for positions, columns in groups:
+                merged[name][positions] = columns[name]
+        else:
+            values: list[Any] = [None] * count
+            for positions, columns in groups:
+                for position, value in zip(positions.tolist(), columns[name]):
+                    values[position] = value
+            merged[name] = values
+    return merged
 
 
 def _collate_columns(runs: list[dict[str, Any]]) -> dict[str, Any]:

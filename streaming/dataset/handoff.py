@@ -40,7 +40,8 @@ import numpy as np
 
 from streaming.format.mds.reader import Spans
 
-__all__ = ['PackedBatch', 'enabled', 'pack', 'release_dead_workers', 'RING_MIN_BYTES']
+__all__ = ['PackedBatch', 'Scattered', 'enabled', 'pack', 'release_dead_workers',
+           'RING_MIN_BYTES']
 
 RING_MIN_BYTES = 64 << 10  # Smaller payloads are cheaper inside the pickle.
 MAX_SLOTS = 8  # Batches of one worker in flight through the ring at once.
@@ -56,6 +57,41 @@ def enabled() -> bool:
 
 
 # ---- the worker's side ---------------------------------------------------------------------
+class Scattered:
+    """A ``bytes`` column of a batch, still in the shards' maps.
+
+    Per shard, the ``Spans`` of its samples and their positions in the batch.
+    """
+
+    def __init__(self, parts: list[tuple[Spans, np.ndarray]], count: int) -> None:
+        self.parts = parts
+        self.count = count
+
+    def sizes(self) -> np.ndarray:
+        sizes = np.empty(self.count, np.int64)
+        for spans, positions in self.parts:
+            sizes[positions] = spans.stops - spans.starts
+        return sizes
+
+    def values(self) -> list[bytes]:
+        values: list[Any] = [None] * self.count
+        for spans, positions in self.parts:
+            for position, value in zip(positions.tolist(), spans.values()):
+                values[position] = value
+        return values
+
+    def copy_into(self, view: memoryview, offsets: np.ndarray) -> None:
+        """Copy value ``i`` to ``view[offsets[i]:offsets[i + 1]]``."""
+        for spans, positions in self.parts:
+            source = memoryview(spans.data)
+            try:
+                for start, stop, at in zip(spans.starts.tolist(), spans.stops.tolist(),
+                                           offsets[positions].tolist()):
+                    view[at:at + stop - start] = source[start:stop]
+            finally:
+                source.release()
+
+
 class _Slot:
     def __init__(self, index: int, size: int, generation: int) -> None:
         self.index = index
@@ -164,7 +200,7 @@ def _columns(runs: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
         if isinstance(first, np.ndarray):
             columns.append((name, _INT, np.ascontiguousarray(
                 np.concatenate(values) if len(values) > 1 else first, np.int64)))
-        elif isinstance(first, Spans):
+        elif isinstance(first, Scattered):
             columns.append((name, _SPANS, values))
         else:
             flat = first if len(values) == 1 else [v for value in values for v in value]
@@ -178,7 +214,7 @@ def _payload(kind: str, value: Any) -> int:
     if kind == _INT:
         return value.nbytes
     if kind == _SPANS:
-        return sum(int((part.stops - part.starts).sum()) for part in value)
+        return sum(int(part.sizes().sum()) for part in value)
     if kind == _BYTES:
         return sum(map(len, value))
     if kind == _STR:  # isascii() is O(1): only other strings are measured by encoding them.
@@ -187,7 +223,7 @@ def _payload(kind: str, value: Any) -> int:
 
 
 def pack(runs: list[dict[str, Any]], final: bool) -> PackedBatch:
-    """The batch of ``runs`` (gathered columns, ``bytes`` ones possibly as ``Spans``).
+    """The batch of ``runs`` (gathered columns, ``bytes`` ones possibly ``Scattered``).
 
     ``final``: the last batch of this worker's pass.
     """
@@ -199,7 +235,7 @@ def pack(runs: list[dict[str, Any]], final: bool) -> PackedBatch:
     if ring is not None and total >= RING_MIN_BYTES:
         slot = ring.acquire(total + 8 * len(columns))  # With room to align each column.
     if slot is None:
-        inline = [(name, _BYTES, [b for part in value for b in part.values()]) if kind == _SPANS
+        inline = [(name, _BYTES, [v for part in value for v in part.values()]) if kind == _SPANS
                   else (name, kind, value.tobytes() if kind == _INT else value)
                   for name, kind, value in columns]
         reduced: tuple = (_rebuild_inline, (inline, retire))
@@ -231,7 +267,7 @@ def _write(slot: _Slot, columns: list) -> list:
                 layout.append((name, kind, value))
                 continue
             if kind == _SPANS:
-                sizes = np.concatenate([part.stops - part.starts for part in value])
+                sizes = np.concatenate([part.sizes() for part in value])
             else:
                 if kind == _STR:
                     value = [v.encode('utf-8') for v in value]
@@ -243,14 +279,8 @@ def _write(slot: _Slot, columns: list) -> list:
             if kind == _SPANS:
                 begin = 0
                 for part in value:
-                    source = memoryview(part.data)
-                    try:
-                        for start, stop, at in zip(part.starts.tolist(), part.stops.tolist(),
-                                                   offsets[begin:].tolist()):
-                            view[at:at + stop - start] = source[start:stop]
-                    finally:
-                        source.release()
-                    begin += len(part.starts)
+                    part.copy_into(view, offsets[begin:begin + part.count + 1])
+                    begin += part.count
             else:
                 for at, item in zip(offsets.tolist(), value):
                     view[at:at + len(item)] = item
