@@ -55,8 +55,8 @@ def _batches(monkeypatch, path: str, fetch: bool, loader_cls=DataLoader, epochs:
     for _ in range(epochs):
         for batch in loader:
             batches.append(batch)
-            most = max(most, handoff.mapped_slots())
-        assert handoff.mapped_slots() == 0  # Each worker's final batch let its maps go.
+            most = max(most, handoff.mapped_rings())
+        assert handoff.mapped_rings() == 0  # Each worker's final batch let its maps go.
     return batches, most
 
 
@@ -123,7 +123,7 @@ def test_nothing_stays_mapped_after_the_loader_is_gone(monkeypatch, big) -> None
     del loader
     gc.collect()
     handoff.release_dead_workers()
-    assert handoff.mapped_slots() == 0 and _maps_of_ring() == 0
+    assert handoff.mapped_rings() == 0 and _maps_of_ring() == 0
 
 
 @pytest.mark.parametrize('loader_cls', [DataLoader, StreamingDataLoader])
@@ -145,7 +145,7 @@ def test_nothing_stays_mapped_after_a_worker_is_killed(monkeypatch, big, loader_
     gc.collect()
     if loader_cls is DataLoader:  # StreamingDataLoader does this itself when iteration ends.
         handoff.release_dead_workers()
-    assert handoff.mapped_slots() == 0 and _maps_of_ring() == 0
+    assert handoff.mapped_rings() == 0 and _maps_of_ring() == 0
     # The ring is memfds, never files: nothing new of ours (or of torch's) in /dev/shm.
     shm_after = set(os.listdir('/dev/shm')) if os.path.isdir('/dev/shm') else set()
     assert not {name for name in shm_after - shm_before
