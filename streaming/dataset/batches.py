@@ -57,6 +57,8 @@ class SampleStream:
         self._shards, self._indices = _EMPTY, _EMPTY
         self._start = 0  # Position of the current chunk in this worker's order.
         self._next = 0  # Next sample within the current chunk.
+        self._ahead: list[tuple[int, np.ndarray, np.ndarray]] = []  # Chunks read ahead.
+        self._exhausted = False  # No chunk left to read (some may be ahead).
         self._done = False
 
     def __iter__(self) -> Iterator[Any]:
@@ -73,17 +75,30 @@ class SampleStream:
         if self.prefetcher is not None:
             self.prefetcher.stop()
 
+    def _load(self) -> bool:
+        """Make the next chunk current; False (and done) if none is left."""
+        if not self._ahead and not self._exhausted:
+            self._read_ahead()
+        if not self._ahead:
+            self._finish()
+            return False
+        self._start, self._shards, self._indices = self._ahead.pop(0)
+        self._next = 0
+        return True
+
+    def _read_ahead(self) -> None:
+        try:
+            self._ahead.append(next(self._chunks))
+        except StopIteration:
+            self._exhausted = True
+
     def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(shard ids, indices within the shards) of the next up to ``n`` samples."""
         parts = []
         while n > 0 and not self._done:
             if self._next >= len(self._shards):
-                try:
-                    self._start, self._shards, self._indices = next(self._chunks)
-                except StopIteration:
-                    self._finish()
+                if not self._load():
                     break
-                self._next = 0
                 continue
             stop = min(self._next + n, len(self._shards))
             parts.append((self._shards[self._next:stop], self._indices[self._next:stop]))
@@ -97,16 +112,14 @@ class SampleStream:
             return _EMPTY, _EMPTY
         return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
-    def at_end(self) -> bool:
-        """Whether no sample is left (loads the next chunk to know)."""
-        while not self._done and self._next >= len(self._shards):
-            try:
-                self._start, self._shards, self._indices = next(self._chunks)
-            except StopIteration:
-                self._finish()
-            else:
-                self._next = 0
-        return self._done
+    def fewer_left_than(self, n: int) -> bool:
+        """Whether fewer than ``n`` samples are left (reads chunks ahead to know)."""
+        left = len(self._shards) - self._next + sum(len(chunk[1]) for chunk in self._ahead)
+        while left < n and not self._exhausted:
+            self._read_ahead()
+            if not self._exhausted:
+                left += len(self._ahead[-1][1])
+        return left < n
 
     def read(self, shards: np.ndarray, indices: np.ndarray) -> list[Any]:
         """The samples at (``shards``, ``indices``), each as ``dataset[i]`` gives it."""
@@ -297,7 +310,9 @@ class _BatchFetch:
         if runs is None:
             batch = stream.read(shards, indices)
         elif pack:
-            batch = handoff.pack(runs, fetcher.ended or stream.at_end())
+            # The last batch of this pass tells the main process to let the ring go.
+            last = fetcher.ended or stream.fewer_left_than(wanted if fetcher.drop_last else 1)
+            batch = handoff.pack(runs, last)
         elif self.default:
             batch = _collate_columns(runs)
         else:

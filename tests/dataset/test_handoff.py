@@ -46,10 +46,10 @@ def _maps_of_ring() -> int:
 
 
 def _batches(monkeypatch, path: str, fetch: bool, loader_cls=DataLoader, epochs: int = 1,
-             shuffle: bool = True, **kwargs) -> tuple[list, int]:
+             shuffle: bool = True, epoch_size: int | None = None, **kwargs) -> tuple[list, int]:
     """The batches of ``epochs`` passes, and the most ring segments mapped at a time."""
     monkeypatch.setenv('STREAMING_BATCH_FETCH', '1' if fetch else '0')
-    dataset = StreamingDataset(local=path, batch_size=8, shuffle=shuffle)
+    dataset = StreamingDataset(local=path, batch_size=8, shuffle=shuffle, epoch_size=epoch_size)
     loader = loader_cls(dataset, batch_size=8, **kwargs)
     batches, most = [], 0
     for _ in range(epochs):
@@ -73,6 +73,18 @@ def test_ring_batches_equal_torch_default_collate(monkeypatch, big, loader_cls,
     for batch in got:
         assert type(batch) is dict and batch['id'].dtype == torch.int64
         batch['id'].resize_(1)  # Ordinary tensor memory, as default_collate's.
+
+
+@pytest.mark.parametrize('persistent', [False, True])
+def test_drop_last_still_lets_the_rings_go(monkeypatch, big, persistent) -> None:
+    # 116 samples: some worker's last batch is short, and dropped.
+    kwargs = {'num_workers': 2, 'drop_last': True, 'persistent_workers': persistent,
+              'epoch_size': SAMPLES - 4}
+    got, most = _batches(monkeypatch, big, True, epochs=2, **kwargs)  # Asserts the maps go.
+    want, _ = _batches(monkeypatch, big, False, epochs=2, **kwargs)
+    assert most > 0 and all(len(batch['id']) == 8 for batch in got)
+    assert sum(len(batch['id']) for batch in got) < 2 * (SAMPLES - 4)
+    _equal(got, want)
 
 
 def test_small_batches_travel_inline(monkeypatch, tmp_path) -> None:
