@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import DataLoader, default_collate
 
 from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
-from streaming.dataset import handoff
+from streaming.dataset import handoff, ring
 from tests.dataset.test_batches import _equal
 
 pytestmark = pytest.mark.filterwarnings('ignore:.*pin_memory')  # No accelerator: a no-op.
@@ -84,6 +84,27 @@ def test_drop_last_still_lets_the_rings_go(monkeypatch, big, persistent) -> None
     want, _ = _batches(monkeypatch, big, False, epochs=2, **kwargs)
     assert most > 0 and all(len(batch['id']) == 8 for batch in got)
     assert sum(len(batch['id']) for batch in got) < 2 * (SAMPLES - 4)
+    _equal(got, want)
+
+
+def test_batches_that_outgrow_the_slots_and_a_full_ring(monkeypatch, tmp_path) -> None:
+    # Samples of 4 KB up to ~600 KB in order: each worker's ring is replaced by bigger ones
+    # (new generations) while earlier batches are in flight.
+    out = str(tmp_path / 'growing')
+    with MDSWriter(out=out, columns={'id': 'int', 'image': 'bytes'},
+                   size_limit=1 << 22) as writer:
+        for i in range(96):
+            writer.write({'id': i, 'image': os.urandom(4_000 + 6_000 * i)})
+    want, _ = _batches(monkeypatch, out, False, shuffle=False, num_workers=2)
+    got, most = _batches(monkeypatch, out, True, shuffle=False, num_workers=2)
+    assert most > 0
+    _equal(got, want)
+    # One slot per ring (inherited by the forked workers): batches that find it busy travel
+    # inside the pickle instead, with the same result.
+    monkeypatch.setattr(ring, 'SLOTS', 1)
+    got, most = _batches(monkeypatch, out, True, shuffle=False, num_workers=2,
+                         prefetch_factor=4)
+    assert most > 0
     _equal(got, want)
 
 
