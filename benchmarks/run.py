@@ -47,6 +47,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help='small datasets and 1 repeat: a few minutes, for development')
     parser.add_argument('--cases', nargs='+', choices=list(GROUPS), metavar='GROUP',
                         help=f'case groups to run (default: all): {", ".join(GROUPS)}')
+    parser.add_argument('--match', nargs='+', metavar='TEXT',
+                        help='run only the cases whose id contains one of these, e.g. '
+                        'read_plain/images/w2')
     parser.add_argument('--repeats', type=int, help='runs per case and implementation '
                         f'(default {FULL.repeats}, quick {QUICK.repeats})')
     parser.add_argument('--impls', nargs='+', choices=ALL_IMPLS, default=list(ALL_IMPLS),
@@ -142,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or scale.repeats
     cases = [dataclasses.replace(case, impls=tuple(i for i in case.impls
                                                     if i in args.impls or i == MACHINE))
-             for case in build_cases(scale, args.cases)]
+             for case in build_cases(scale, args.cases)
+             if not args.match or any(text in case.id for text in args.match)]
     facts = machine.facts(REPO)
     needed = {impl for case in cases for impl in case.impls}
     python = envs.pythons(needed)
@@ -159,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 progress=lambda line: log(f'[{(time.perf_counter() - started) / 60:5.1f} min] '
                                           f'{line}'))
     shutil.rmtree(ctx.scratch, ignore_errors=True)
-    complete = not args.quick and not args.cases and set(args.impls) == set(ALL_IMPLS)
+    complete = not args.quick and not args.cases and not args.match and \
+        set(args.impls) == set(ALL_IMPLS)
     doc = {
         'meta': {'mode': scale.name, 'repeats': repeats, 'machine': facts,
                  'versions': versions(python), 'datasets': describe_datasets(ctx),

@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from streaming.dataset.dataset import StreamingDataset
+from streaming.dataset.handoff import release_dead_workers
 from streaming.telemetry import LoaderStats
 
 __all__ = ['StreamingDataLoader']
@@ -82,13 +83,26 @@ class StreamingDataLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
-        for batch in self.stats.timed(super().__iter__()):
-            if isinstance(batch, _Counted):
-                self.num_samples_yielded += batch.count
-                yield batch.batch
-            else:
-                self.num_samples_yielded += _batch_len(batch)
-                yield batch
+        iterator = super().__iter__()
+        batches = self.stats.timed(iterator)
+        try:
+            for batch in batches:
+                if isinstance(batch, _Counted):
+                    self.num_samples_yielded += batch.count
+                    yield batch.batch
+                else:
+                    self.num_samples_yielded += _batch_len(batch)
+                    yield batch
+        finally:
+            # Ended, broken off or failed: non-persistent workers are shut down now (as torch
+            # does when its iterator goes, which a traceback may delay), then the maps of the
+            # shared memory they sent batches through (streaming.dataset.handoff) let go.
+            batches.close()
+            shutdown = getattr(iterator, '_shutdown_workers', None)
+            if not self.persistent_workers and shutdown is not None:
+                shutdown()
+            del batches, iterator
+            release_dead_workers()
 
     def state_dict(self) -> dict[str, Any] | None:
         """The dataset's resume state after the samples yielded so far (None if not streaming)."""

@@ -25,9 +25,11 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from streaming.dataset import handoff
 from streaming.dataset.cache import ShardCache
 from streaming.dataset.iteration import Prefetcher, shard_chunks
 from streaming.errors import ShardFileError
+from streaming.format.mds.reader import Spans
 from streaming.telemetry import WorkerClock
 
 __all__ = ['SampleStream', 'attach_to_fetcher']
@@ -55,6 +57,8 @@ class SampleStream:
         self._shards, self._indices = _EMPTY, _EMPTY
         self._start = 0  # Position of the current chunk in this worker's order.
         self._next = 0  # Next sample within the current chunk.
+        self._ahead: list[tuple[int, np.ndarray, np.ndarray]] = []  # Chunks read ahead.
+        self._exhausted = False  # No chunk left to read (some may be ahead).
         self._done = False
 
     def __iter__(self) -> Iterator[Any]:
@@ -71,17 +75,30 @@ class SampleStream:
         if self.prefetcher is not None:
             self.prefetcher.stop()
 
+    def _load(self) -> bool:
+        """Make the next chunk current; False (and done) if none is left."""
+        if not self._ahead and not self._exhausted:
+            self._read_ahead()
+        if not self._ahead:
+            self._finish()
+            return False
+        self._start, self._shards, self._indices = self._ahead.pop(0)
+        self._next = 0
+        return True
+
+    def _read_ahead(self) -> None:
+        try:
+            self._ahead.append(next(self._chunks))
+        except StopIteration:
+            self._exhausted = True
+
     def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(shard ids, indices within the shards) of the next up to ``n`` samples."""
         parts = []
         while n > 0 and not self._done:
             if self._next >= len(self._shards):
-                try:
-                    self._start, self._shards, self._indices = next(self._chunks)
-                except StopIteration:
-                    self._finish()
+                if not self._load():
                     break
-                self._next = 0
                 continue
             stop = min(self._next + n, len(self._shards))
             parts.append((self._shards[self._next:stop], self._indices[self._next:stop]))
@@ -95,6 +112,15 @@ class SampleStream:
             return _EMPTY, _EMPTY
         return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
+    def fewer_left_than(self, n: int) -> bool:
+        """Whether fewer than ``n`` samples are left (reads chunks ahead to know)."""
+        left = len(self._shards) - self._next + sum(len(chunk[1]) for chunk in self._ahead)
+        while left < n and not self._exhausted:
+            self._read_ahead()
+            if not self._exhausted:
+                left += len(self._ahead[-1][1])
+        return left < n
+
     def read(self, shards: np.ndarray, indices: np.ndarray) -> list[Any]:
         """The samples at (``shards``, ``indices``), each as ``dataset[i]`` gives it."""
         if not self.fast:
@@ -103,22 +129,35 @@ class SampleStream:
         read = self.cache.read
         return [read(s, i) for s, i in zip(shards.tolist(), indices.tolist())]
 
-    def gather(self, shards: np.ndarray, indices: np.ndarray) -> list[dict[str, Any]] | None:
-        """Per run of one shard, the columns of its samples (``MDSReader.gather_columns``)."""
+    def gather(self, shards: np.ndarray, indices: np.ndarray,
+               spans: bool = False) -> list[dict[str, Any]] | None:
+        """The columns of these samples (``MDSReader.gather_columns``), in their order.
+
+        One call per distinct shard (a shuffled batch visits most of its shards several
+        times), merged back into batch order; returned as a list of one run. ``spans``:
+        ``bytes`` columns as a ``Scattered`` of ``Spans`` of the shards' maps, valid until
+        this stream next prepares a shard (``handoff.pack`` copies them at once).
+        """
         if not self.fast:
             return None
-        cuts = np.flatnonzero(shards[1:] != shards[:-1]) + 1
-        runs = []
-        for begin, end in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(shards)].tolist()):
-            shard_id = int(shards[begin])
-            clock = self.clock
+        shard_ids, inverse = np.unique(shards, return_inverse=True)
+        if len(shard_ids) == 1:
+            where = [np.arange(len(shards))]
+        else:
+            where = np.split(np.argsort(inverse, kind='stable'),
+                             np.cumsum(np.bincount(inverse))[:-1])
+        groups = []
+        clock = self.clock
+        for shard_id, positions in zip(shard_ids.tolist(), where):
             started = time.perf_counter() if clock is not None else 0.0
             reader = self.cache.ready(shard_id)
             if clock is not None:
                 clock.add_wait(time.perf_counter() - started)
             gather = getattr(reader, 'gather_columns', None)
             try:
-                columns = gather(indices[begin:end]) if gather is not None else None
+                columns = None if gather is None else \
+                    gather(indices[positions], spans=True) if spans else \
+                    gather(indices[positions])
             except FileNotFoundError:  # Evicted under us: the per-sample path retries.
                 self.cache.forget(shard_id)
                 return None
@@ -127,11 +166,35 @@ class SampleStream:
                 return None
             if columns is None:
                 return None
-            runs.append(columns)
-        names = list(runs[0]) if runs else []
-        if any(list(run) != names for run in runs):
+            groups.append((positions, columns))
+        first = groups[0][1]
+        if any(list(columns) != list(first) or
+               any(type(columns[name]) is not type(value) for name, value in first.items())
+               for _, columns in groups[1:]):
             return None  # Streams with different columns: let collate see whole samples.
-        return runs
+        return [_merge(groups, len(shards))]
+
+
+def _merge(groups: list[tuple[np.ndarray, dict[str, Any]]], count: int) -> dict[str, Any]:
+    """The columns of ``groups`` (batch positions, columns of those samples) in batch order."""
+    merged: dict[str, Any] = {}
+    for name, first in groups[0][1].items():
+        if isinstance(first, Spans):
+            merged[name] = handoff.Scattered([(columns[name], positions)
+                                              for positions, columns in groups], count)
+        elif len(groups) == 1:
+            merged[name] = first
+        elif isinstance(first, np.ndarray):
+            merged[name] = np.empty(count, first.dtype)
+            for positions, columns in groups:
+                merged[name][positions] = columns[name]
+        else:
+            values: list[Any] = [None] * count
+            for positions, columns in groups:
+                for position, value in zip(positions.tolist(), columns[name]):
+                    values[position] = value
+            merged[name] = values
+    return merged
 
 
 def _collate_columns(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -193,6 +256,14 @@ def attach_to_fetcher(dataset: Any, stream: SampleStream, depth: int = 2) -> boo
     return True
 
 
+def _worker_loop_code() -> Any:
+    try:
+        from torch.utils.data._utils.worker import _worker_loop
+    except ImportError:
+        return None
+    return getattr(_worker_loop, '__code__', None)
+
+
 class _BatchFetch:
     """The batch-at-once ``fetch`` of one torch fetcher (see the module docstring)."""
 
@@ -203,6 +274,21 @@ class _BatchFetch:
         # StreamingDataLoader wraps collate_fn to count samples: look through the wrapper.
         self.default = getattr(collate, 'inner_collate', collate) is _default_collate()
         self.counted = getattr(collate, 'counted', None)
+        self.pack: bool | None = None  # Decided at the first call (see _packing).
+
+    def _packing(self) -> bool:
+        """Whether batches go to the main process through ``handoff`` (shared memory).
+
+        Only when called by torch's own worker loop, which puts what ``fetch`` returns straight
+        into its result queue; decided once, at the first call.
+        """
+        code = _worker_loop_code()
+        try:
+            caller = sys._getframe(2).f_code
+        except ValueError:
+            caller = None
+        self.pack = code is not None and caller is code and handoff.enabled()
+        return self.pack
 
     def __call__(self, possibly_batched_index: Any) -> Any:
         fetcher, stream, clock = self.fetcher, self.stream, self.stream.clock
@@ -219,9 +305,14 @@ class _BatchFetch:
             if clock is not None:
                 clock.flush()
             raise StopIteration
-        runs = stream.gather(shards, indices)
+        pack = self.default and (self.pack if self.pack is not None else self._packing())
+        runs = stream.gather(shards, indices, spans=pack)
         if runs is None:
             batch = stream.read(shards, indices)
+        elif pack:
+            # The last batch of this pass tells the main process to let the ring go.
+            last = fetcher.ended or stream.fewer_left_than(wanted if fetcher.drop_last else 1)
+            batch = handoff.pack(runs, last)
         elif self.default:
             batch = _collate_columns(runs)
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -12,7 +12,22 @@ from streaming.format.index import FileInfo
 from streaming.format.mds.encodings import get_coder
 from streaming.format.reader import SingleFileShardReader
 
-__all__ = ['MDSReader']
+__all__ = ['MDSReader', 'Spans']
+
+
+class Spans(NamedTuple):
+    """The values of a ``bytes`` column as byte ranges of a shard's map, not yet copied.
+
+    Valid only until the shard's reader is closed; ``values()`` copies them out.
+    """
+
+    data: Any  # The shard's mmap.
+    starts: np.ndarray  # int64
+    stops: np.ndarray  # int64
+
+    def values(self) -> list[bytes]:
+        data = self.data
+        return [data[a:b] for a, b in zip(self.starts.tolist(), self.stops.tolist())]
 
 
 @functools.lru_cache(maxsize=256)
@@ -78,11 +93,12 @@ class MDSReader(SingleFileShardReader):
             raise ValueError(f'sample of {len(data)} bytes has columns totalling {pos} bytes')
         return sample
 
-    def gather_columns(self, indices: np.ndarray) -> dict[str, Any] | None:
+    def gather_columns(self, indices: np.ndarray, spans: bool = False) -> dict[str, Any] | None:
         """Columns of samples ``indices`` of this shard, read at once (a batch fast path).
 
         ``int`` columns come back as one int64 array, ``str`` and ``bytes`` columns as lists,
-        the values ``decode_sample`` gives. None if a column has another encoding or a sample's
+        the values ``decode_sample`` gives; with ``spans``, ``bytes`` columns as ``Spans`` (to
+        be copied straight out of the map). None if a column has another encoding or a sample's
         layout does not add up (the per-sample path then reads, and reports, it).
         """
         if not set(self.column_encodings) <= _GATHERED or not len(indices):
@@ -109,13 +125,14 @@ class MDSReader(SingleFileShardReader):
                     if size != 8:
                         return None
                     columns[name] = buf[pos[:, None] + np.arange(8)].view('<i8')[:, 0]
+                elif encoding == 'bytes' and spans:
+                    columns[name] = Spans(data, pos, pos + sizes)
                 else:
-                    stops = (pos + sizes).tolist()
-                    spans = zip(pos.tolist(), stops)
+                    pairs = zip(pos.tolist(), (pos + sizes).tolist())
                     if encoding == 'str':
-                        columns[name] = [str(data[a:b], 'utf-8') for a, b in spans]
+                        columns[name] = [str(data[a:b], 'utf-8') for a, b in pairs]
                     else:
-                        columns[name] = [data[a:b] for a, b in spans]
+                        columns[name] = [data[a:b] for a, b in pairs]
                 pos = pos + sizes
             if not np.array_equal(pos, ends):
                 return None
