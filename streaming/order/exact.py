@@ -20,7 +20,8 @@ from streaming.order.dealing import Dealing
 from streaming.order.resample import resample
 from streaming.order.spans import shuffle_positions
 
-__all__ = ['deal_ids', 'epoch_sample_ids', 'random_order', 'dealing_of']
+__all__ = ['deal_ids', 'dealing_of', 'dealt_array', 'epoch_sample_ids', 'random_order',
+           'take_ids']
 
 _CHUNK = 1 << 22  # Elements gathered at a time.
 
@@ -111,6 +112,11 @@ def random_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
                          workers_per_rank=workers_per_rank, batch_size=batch_size,
                          sample_in_epoch=sample_in_epoch,
                          initial_physical_nodes=initial_physical_nodes)
+    return dealt_array(ids, dealing)
+
+
+def dealt_array(ids: np.ndarray, dealing: Dealing) -> np.ndarray:
+    """The whole int64 array (``dealing.shape``) of the sample ids each slot reads."""
     out = np.empty(dealing.shape, np.int64)
     flat = out.reshape(dealing.shape[:3] + (-1,))
     for (node, rank, worker), start, part in deal_ids(ids, dealing):
