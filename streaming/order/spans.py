@@ -175,10 +175,10 @@ def _window_order(chunk: np.ndarray, start: int, stop: int, last: bool,
     packed = values.astype(np.uint64)
     del values
     packed <<= np.uint64(index_bits)
-    packed |= local.astype(np.uint64)
+    packed |= local.view(np.uint64)  # Indices are >= 0: the same bits.
     del local
     packed.sort()
-    picked = (packed & np.uint64((1 << index_bits) - 1)).astype(np.int64)
+    picked = (packed & np.uint64((1 << index_bits) - 1)).view(np.int64)
     packed >>= np.uint64(index_bits)
     _resolve_collisions(picked, packed, chunk)
     return picked
