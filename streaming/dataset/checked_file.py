@@ -20,7 +20,8 @@ import xxhash
 
 from streaming.fileio import atomic_open
 
-__all__ = ['HEADER_BYTES', 'digest', 'read_checked', 'verify_checked', 'write_checked']
+__all__ = ['HEADER_BYTES', 'digest', 'pack_header', 'read_checked', 'verify_checked',
+           'write_checked']
 
 MAGIC = b'SFCACHE1'
 HEADER_BYTES = 64
@@ -46,13 +47,17 @@ def _checksum(chunks: Any) -> int:
     return hasher.intdigest()
 
 
+def pack_header(key: bytes, kind: str, length: int, checksum: int) -> bytes:
+    """The header of a payload of ``length`` bytes with xxh3-64 ``checksum``."""
+    return _HEADER.pack(MAGIC, key, kind.encode().ljust(8, b'\0'), length, checksum)
+
+
 def write_checked(path: str, key: bytes, kind: str, payload: np.ndarray) -> None:
     """Write ``payload`` (a contiguous array) under ``key`` to ``path``, atomically."""
     data = memoryview(np.ascontiguousarray(payload)).cast('B')
     checksum = _checksum(data[i:i + _BLOCK] for i in range(0, len(data), _BLOCK))
-    header = _HEADER.pack(MAGIC, key, kind.encode().ljust(8, b'\0'), len(data), checksum)
     with atomic_open(path) as file:
-        file.write(header)
+        file.write(pack_header(key, kind, len(data), checksum))
         file.write(data)
 
 

@@ -26,6 +26,7 @@ from streaming.dataset.index_cache import ShardTable
 from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoch_order
 from streaming.dataset.order_store import (
     CACHE_SUBDIR,
+    EpochIds,
     WorkerOrder,
     exact_dealing,
     ids_inputs,
@@ -37,7 +38,7 @@ from streaming.dataset.stream import Stream, streams_registry
 from streaming.errors import EmptyIndexError
 from streaming.indexing import IndexingMixin
 from streaming.order import get_epoch_order, get_shuffle
-from streaming.order.exact import dealt_array, epoch_sample_ids
+from streaming.order.exact import dealt_array, epoch_id_steps
 from streaming.order.sampling import draw_shards
 from streaming.telemetry import WorkerClock
 from streaming.world import World
@@ -378,7 +379,8 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         params = self._order_params(epoch, sample_in_epoch, world)
         if is_exact_random(params):
             ids = self._epoch_ids(params)
-            return dealt_array(ids, exact_dealing(params, len(ids)))
+            ids.wait(len(ids))
+            return dealt_array(ids.ids, exact_dealing(params, len(ids)))
         key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
         return shared_epoch_order(self._shared, key, lambda: get_epoch_order(**params))
 
@@ -394,14 +396,14 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         order = shared_epoch_order(self._shared, key, lambda: get_epoch_order(**params))
         return order[world.node, rank, world.worker].reshape(-1)
 
-    def _epoch_ids(self, params: dict[str, Any]) -> np.ndarray:
+    def _epoch_ids(self, params: dict[str, Any]) -> EpochIds:
         """The sample id at each position of the epoch, shared by the node (see order_store)."""
         inputs = ids_inputs(params)
         cache_dir = None
         if order_cache_enabled() and self.config.cache_limit is None:
             cache_dir = os.path.join(self.streams[0].local_dir, CACHE_SUBDIR)
         return shared_epoch_ids(self._shared, cache_dir, inputs,
-                                lambda: epoch_sample_ids(**inputs))
+                                lambda: epoch_id_steps(**inputs))
 
     def effective_block_size(self) -> int:
         """The shuffle block size, capped so one block's shards fit in ``cache_limit``."""

@@ -12,43 +12,76 @@ nodes, ranks, workers and batches, a chunk at a time).
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from streaming.order.dealing import Dealing
 from streaming.order.resample import resample
-from streaming.order.spans import shuffle_positions
+from streaming.order.spans import shuffle_steps
 
-__all__ = ['deal_ids', 'dealing_of', 'dealt_array', 'epoch_sample_ids', 'random_order',
-           'take_ids']
+__all__ = ['deal_ids', 'dealing_of', 'dealt_array', 'epoch_id_steps', 'epoch_sample_ids',
+           'random_order', 'take_ids']
 
 _CHUNK = 1 << 22  # Elements gathered at a time.
 
 
-def epoch_sample_ids(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
-                     stream_choose: np.ndarray, epoch: int, seed: int, shuffle: bool,
-                     shuffle_algo: str, block_size: int, num_canonical_nodes: int,
-                     sampling_method: str, sampling_granularity: int) -> np.ndarray:
-    """The sample id at each position of the epoch (int32 when the ids fit, else int64)."""
+def epoch_sample_ids(**inputs: Any) -> np.ndarray:
+    """The sample id at each position of the epoch (int32 when the ids fit, else int64).
+
+    Takes the keyword arguments of ``epoch_id_steps``, and runs it to the end.
+    """
+    steps = epoch_id_steps(**inputs)
+    ids = next(steps)
+    for _ in steps:
+        pass
+    return ids  # type: ignore[return-value]
+
+
+def epoch_id_steps(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
+                   stream_choose: np.ndarray, epoch: int, seed: int, shuffle: bool,
+                   shuffle_algo: str, block_size: int, num_canonical_nodes: int,
+                   sampling_method: str,
+                   sampling_granularity: int) -> Iterator[np.ndarray | int]:
+    """``epoch_sample_ids`` a part at a time.
+
+    Yields the array, then how many of its first positions are final, as they become final
+    (the last yield is all of them). With ``py1e``, the first positions are final once a
+    window of the first row is sorted, long before the rest of the epoch.
+    """
     drawn = resample(shard_sizes, shard_streams, stream_choose, seed=seed, epoch=epoch,
                      sampling_method=sampling_method,
                      sampling_granularity=sampling_granularity, shuffle=shuffle)
     small = drawn.small
     if not shuffle:
+        if small is None:
+            dtype = np.int32 if drawn.num_samples < np.iinfo(np.int32).max else np.int64
+            small = np.arange(drawn.num_samples, dtype=dtype)
+        yield small
+        yield len(small)
+        return
+    steps = shuffle_steps(shuffle_algo, drawn.unit_sizes, num_canonical_nodes, seed, epoch,
+                          block_size)
+    ids: np.ndarray = next(steps)  # type: ignore[assignment]
+    if small is not None and small.dtype != ids.dtype:  # Sample ids may need more bits.
+        wide = np.empty(len(ids), small.dtype)
+        yield wide
+        for _ in steps:
+            pass
+        for start in range(0, len(ids), _CHUNK):
+            part = wide[start:start + _CHUNK]
+            np.take(small, ids[start:start + _CHUNK], out=part, mode='clip')
+        yield len(ids)
+        return
+    yield ids
+    done = 0
+    for final in steps:
         if small is not None:
-            return small
-        dtype = np.int32 if drawn.num_samples < np.iinfo(np.int32).max else np.int64
-        return np.arange(drawn.num_samples, dtype=dtype)
-    ids = shuffle_positions(shuffle_algo, drawn.unit_sizes, num_canonical_nodes, seed, epoch,
-                            block_size)
-    if small is not None:
-        if small.dtype != ids.dtype:
-            ids = ids.astype(small.dtype)
-        for start in range(0, len(ids), _CHUNK):  # In place: no second epoch-sized array.
-            part = ids[start:start + _CHUNK]
-            np.take(small, part, out=part, mode='clip')
-    return ids
+            for start in range(done, int(final), _CHUNK):  # In place, as parts become final.
+                part = ids[start:min(start + _CHUNK, int(final))]
+                np.take(small, part, out=part, mode='clip')
+        done = int(final)
+        yield done
 
 
 def dealing_of(num_samples: int, *, partition_algo: str, num_canonical_nodes: int,

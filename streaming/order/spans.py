@@ -33,7 +33,7 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'shuffle_positions']
+__all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'shuffle_positions', 'shuffle_steps']
 
 EXACT_SHUFFLE_ALGOS = ('naive', 'py1b', 'py1e', 'py1s', 'py2s')
 
@@ -109,12 +109,12 @@ def _shuffle_each(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator
 
 
 def _py1e_row(ids: np.ndarray, lengths: np.ndarray, block_size: int,
-              rng: np.random.Generator, out: np.ndarray) -> None:
+              rng: np.random.Generator, out: np.ndarray) -> Iterator[int]:
     """Shuffle one row the py1e way into ``out`` (``ids`` holds the row's spans end to end).
 
     The shifted positions are drawn span by span and sorted a window of position values at a
     time, as soon as every sample that can land in the window is drawn: no row-sized array of
-    positions is held.
+    positions is held. Yields how much of ``out`` is final after each window.
     """
     _shuffle_each(ids, lengths, rng)
     total = len(ids)
@@ -137,6 +137,7 @@ def _py1e_row(ids: np.ndarray, lengths: np.ndarray, block_size: int,
         picked += first
         np.take(ids, picked, out=out[written:written + len(picked)])
         written += len(picked)
+        yield written
 
 
 def _shifted_positions(lengths: list[int], total: int, low_block: int, high_block: int,
@@ -203,11 +204,27 @@ def _blocks_row(ids: np.ndarray, block_size: int, rng: np.random.Generator) -> N
 def shuffle_positions(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
                       epoch: int, block_size: int) -> np.ndarray:
     """The big id read at each position of the epoch (a permutation of ``sum(unit_sizes)``)."""
+    steps = shuffle_steps(algo, unit_sizes, num_canonical_nodes, seed, epoch, block_size)
+    out = next(steps)
+    for _ in steps:
+        pass
+    return out  # type: ignore[return-value]
+
+
+def shuffle_steps(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
+                  epoch: int, block_size: int) -> Iterator[np.ndarray | int]:
+    """``shuffle_positions`` a part at a time.
+
+    Yields the output array first, then, as the work goes on, how many of its first positions
+    are final (the last yield is all of them).
+    """
     sizes = np.asarray(unit_sizes, np.int64)
     total = int(sizes.sum())
     dtype = _id_dtype(total)
     if algo == 'naive':
-        return np.random.default_rng(seed + epoch).permutation(total).astype(dtype, copy=False)
+        yield np.random.default_rng(seed + epoch).permutation(total).astype(dtype, copy=False)
+        yield total
+        return
     if algo not in EXACT_SHUFFLE_ALGOS:
         raise ValueError(f'`shuffle_algo` must be one of {EXACT_SHUFFLE_ALGOS}, got {algo!r}')
     run_rng = np.random.default_rng(seed)
@@ -223,6 +240,7 @@ def shuffle_positions(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: in
         np.cumsum(sizes[:-1], out=laid[1:])
         spans = cut_rows(laid, sizes, num_canonical_nodes)
         out = np.empty(total, dtype)
+        yield out
         written = 0
         for row in range(spans.num_rows):
             part = spans.row(row)
@@ -232,19 +250,28 @@ def shuffle_positions(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: in
             _shuffle_each(chunk, length, epoch_rng)
             out[written:written + len(chunk)] = chunk
             written += len(chunk)
-        return out
+            yield written
+        yield total
+        return
     spans = _permute_rows(cut_rows(unit_begin, sizes, num_canonical_nodes), epoch_rng)
     out = _ragged_arange(spans.begin, spans.length, dtype)
     if algo == 'py1s':
+        yield out
         _shuffle_each(out, spans.length, epoch_rng)
-        return out
+        yield total
+        return
     row_starts = np.concatenate([[0], np.cumsum(spans.length)])[spans.first]
     shuffled = np.empty_like(out) if algo == 'py1e' else out
+    yield shuffled
     for row in range(spans.num_rows):
         part = spans.row(row)
-        rows = slice(int(row_starts[row]), int(row_starts[row + 1]))
+        begin = int(row_starts[row])
+        rows = slice(begin, int(row_starts[row + 1]))
         if algo == 'py1e':
-            _py1e_row(out[rows], spans.length[part], block_size, epoch_rng, shuffled[rows])
+            for written in _py1e_row(out[rows], spans.length[part], block_size, epoch_rng,
+                                     shuffled[rows]):
+                yield begin + written
         else:
             _blocks_row(out[rows], block_size, epoch_rng)
-    return shuffled
+            yield rows.stop
+    yield total

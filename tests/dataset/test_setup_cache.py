@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -21,11 +22,11 @@ from streaming import MDSWriter
 from streaming.coord import SharedDir
 from streaming.dataset.checked_file import HEADER_BYTES, digest, verify_checked, write_checked
 from streaming.dataset.index_cache import LazyShards, index_key, load_summary
-from streaming.dataset.order_store import shared_epoch_ids
+from streaming.dataset.order_store import shared_epoch_ids, wait_for_background
 from streaming.dataset.stream import Stream
 from streaming.format.index import read_index_bytes
 from streaming.order import get_epoch_order
-from streaming.order.exact import epoch_sample_ids
+from streaming.order.exact import epoch_id_steps, epoch_sample_ids
 from tests.dataset.conftest import write_ids
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -168,8 +169,10 @@ def test_epoch_ids_are_keyed_by_every_input(tmp_path) -> None:
         for run in range(2):  # A fresh node (shared directory) each time: the cache serves it.
             shared = SharedDir(str(tmp_path / f'shm-{number}-{run}'))
             os.makedirs(shared.path)
-            got = shared_epoch_ids(shared, cache, inputs, lambda i=inputs: epoch_sample_ids(**i))
-            assert np.array_equal(got, epoch_sample_ids(**inputs)), inputs
+            got = shared_epoch_ids(shared, cache, inputs, lambda i=inputs: epoch_id_steps(**i))
+            got.wait(len(got))
+            assert np.array_equal(got.ids, epoch_sample_ids(**inputs)), inputs
+            wait_for_background()
 
 
 def _write_same(path: str, key: bytes, ids: np.ndarray, rounds: int) -> None:
@@ -231,3 +234,62 @@ def test_a_summary_does_not_lift_the_unsafe_types_check(tmp_path) -> None:
     with pytest.raises(ValueError, match='allow_unsafe_types'):
         stream.get_shards(index, False)
     assert stream.get_shards(index, True)[0].get_item(0) == {'obj': {'a': 1}}
+
+
+def _stalled_publisher(shm: str, cache: str, inputs: dict, ready) -> None:
+    """Publish the ids but stop for good after their first part (as a process killed then)."""
+
+    def stalling():
+        steps = epoch_id_steps(**inputs)
+        yield next(steps)
+        yield next(steps)
+        ready.set()
+        time.sleep(600)
+
+    shared_epoch_ids(SharedDir(shm), cache, inputs, stalling)
+    time.sleep(600)
+
+
+def test_a_computation_left_unfinished_is_taken_over(tmp_path) -> None:
+    inputs = {**_ids_inputs(np.array([40, 90, 17, 64, 33])), 'shuffle_algo': 'py2s'}
+    shm, cache = str(tmp_path / 'shm'), str(tmp_path / 'cache')
+    os.makedirs(shm)
+    context = multiprocessing.get_context('fork')
+    ready = context.Event()
+    proc = context.Process(target=_stalled_publisher, args=(shm, cache, inputs, ready))
+    proc.start()
+    try:
+        assert ready.wait(60)
+        got = shared_epoch_ids(SharedDir(shm), cache, inputs, lambda: epoch_id_steps(**inputs))
+        got.wait(1)  # The first row is final: served from the other process's partial file.
+    finally:
+        proc.kill()
+        proc.join()
+    got.wait(len(got))  # Its computer is gone: computed again here.
+    assert np.array_equal(got.ids, epoch_sample_ids(**inputs))
+    wait_for_background()
+    assert _order_files_in(cache) and not glob.glob(os.path.join(cache, '.*.tmp'))
+
+
+def _order_files_in(directory: str) -> list[str]:
+    return glob.glob(os.path.join(directory, 'order-*.ids'))
+
+
+@pytest.mark.filterwarnings('ignore::pytest.PytestUnhandledThreadExceptionWarning')
+def test_a_failed_computation_is_reported_then_retried(tmp_path) -> None:
+    inputs = _ids_inputs(np.array([40, 90, 17, 64, 33]))
+    shm = str(tmp_path / 'shm')
+    os.makedirs(shm)
+
+    def failing():
+        steps = epoch_id_steps(**inputs)
+        yield next(steps)
+        raise OSError('disk on fire')
+
+    got = shared_epoch_ids(SharedDir(shm), None, inputs, failing)
+    with pytest.raises(RuntimeError, match='disk on fire'):
+        got.wait(len(got))
+    wait_for_background()
+    again = shared_epoch_ids(SharedDir(shm), None, inputs, lambda: epoch_id_steps(**inputs))
+    again.wait(len(again))
+    assert np.array_equal(again.ids, epoch_sample_ids(**inputs))
