@@ -7,6 +7,12 @@ to need the ids computes them and publishes them as a checked file (``checked_fi
 process then memory-maps that file and each worker computes only its own slots, a chunk at a
 time (``WorkerOrder``), so nothing epoch-sized is built per process.
 
+The file is published as it is computed (``EpochIds``): the computation runs in a background
+thread of the process that started it, which writes each part of the ids as it becomes final
+(``order.exact.epoch_id_steps``) and counts the final ones in a small shared file; a reader
+waits only for the positions it reads. If the computing process ends first, the next reader
+that needs more computes the ids again; a failure is reported to every reader.
+
 The file is also a cache: it is kept in the first stream's local directory
 (``.shardflow/order-<key>.ids``), keyed by every input of the ids (shard sizes, the streams'
 draws, epoch, seed, shuffle settings, canonical nodes, sampling), and reused when a run restarts
