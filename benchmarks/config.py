@@ -239,43 +239,60 @@ def _random_access_cases(scale: Scale) -> list[Case]:
     return cases
 
 
+def _cache_modes(name: str, largest: str) -> tuple[str, ...]:
+    """Our set-up caches (index summary, epoch order): cold always; warm too at the top scale."""
+    if not name.startswith('scale-'):
+        return ('',)
+    return ('cold', 'warm') if name == largest else ('cold',)
+
+
+def _scale_targets(metric: str, rss: bool) -> tuple[Target, ...]:
+    """The issue's targets at the largest scale: <= 0.1x the reference, <= LitData."""
+    targets = [Target(metric, REFERENCE, '<=', 0.1, '<= 0.1x reference'),
+               Target(metric, LITDATA, '<=', 1.0, '<= LitData')]
+    if rss:
+        targets += [Target('peak_rss_mb', REFERENCE, '<=', 0.25, '<= 0.25x reference'),
+                    Target('peak_rss_mb', LITDATA, '<=', 1.0, '<= LitData')]
+    return tuple(targets)
+
+
 def _resume_cases(scale: Scale) -> list[Case]:
     cases = []
     largest = f'scale-{count_label(scale.scale_samples[-1])}'
     for name in ('tiny', *[f'scale-{count_label(n)}' for n in scale.scale_samples]):
-        targets = ()
-        if name == largest:
-            targets = (Target('first_batch_s', REFERENCE, '<=', 0.1, '<= 0.1x reference'),)
-        cases.append(Case(
-            id=f'resume/{name}', group='resume',
-            title=f'resume at 50%, {name}, shuffled, 2 workers', script='resume.py',
-            impls=(OURS, REFERENCE, LITDATA), datasets=(name,),
-            params=lambda impl, ctx, n=name: {
-                'path': ctx.dataset_dir(impl, n), 'batch_size': 256, 'num_workers': 2,
-                'shuffle': True, 'fraction': 0.5},
-            metrics=(FIRST_BATCH, Metric('peak_rss_mb', 'peak RSS', 'MiB', False)),
-            targets=targets))
+        for mode in _cache_modes(name, largest):
+            targets = _scale_targets('first_batch_s', False) if name == largest else ()
+            suffix = f'/{mode}' if mode else ''
+            cases.append(Case(
+                id=f'resume/{name}{suffix}', group='resume',
+                title=f'resume at 50%, {name}, shuffled, 2 workers' +
+                      (f', our caches {mode}' if mode else ''), script='resume.py',
+                impls=(OURS, REFERENCE, LITDATA), datasets=(name,),
+                params=lambda impl, ctx, n=name, m=mode: {
+                    'path': ctx.dataset_dir(impl, n), 'batch_size': 256, 'num_workers': 2,
+                    'shuffle': True, 'fraction': 0.5, 'cache': m or None},
+                metrics=(FIRST_BATCH, Metric('peak_rss_mb', 'peak RSS', 'MiB', False)),
+                targets=targets))
     return cases
 
 
 def _epoch_setup_cases(scale: Scale) -> list[Case]:
     cases = []
+    largest = f'scale-{count_label(scale.scale_samples[-1])}'
     for n in scale.scale_samples:
         name = f'scale-{count_label(n)}'
-        targets = ()
-        if n == scale.scale_samples[-1]:
-            targets = (Target('first_sample_s', REFERENCE, '<=', 0.1, '<= 0.1x reference'),
-                       Target('peak_rss_mb', REFERENCE, '<=', 0.25, '<= 0.25x reference'))
-        cases.append(Case(
-            id=f'epoch_setup/{name}', group='epoch_setup',
-            title=f'epoch setup, shuffled, {count_label(n)} samples in '
-                  f'{count_label(scale.scale_shards)} shards',
-            script='epoch_setup.py', impls=(OURS, REFERENCE, LITDATA), datasets=(name,),
-            params=lambda impl, ctx, d=name: {'path': ctx.dataset_dir(impl, d),
-                                              'batch_size': 256},
-            metrics=(Metric('first_sample_s', 'time to first sample', 's', False),
-                     Metric('peak_rss_mb', 'peak RSS', 'MiB', False)),
-            targets=targets))
+        for mode in _cache_modes(name, largest):
+            targets = _scale_targets('first_sample_s', True) if name == largest else ()
+            cases.append(Case(
+                id=f'epoch_setup/{name}/{mode}', group='epoch_setup',
+                title=f'epoch setup, shuffled, {count_label(n)} samples in '
+                      f'{count_label(scale.scale_shards)} shards, our caches {mode}',
+                script='epoch_setup.py', impls=(OURS, REFERENCE, LITDATA), datasets=(name,),
+                params=lambda impl, ctx, d=name, m=mode: {'path': ctx.dataset_dir(impl, d),
+                                                          'batch_size': 256, 'cache': m},
+                metrics=(Metric('first_sample_s', 'time to first sample', 's', False),
+                         Metric('peak_rss_mb', 'peak RSS', 'MiB', False)),
+                targets=targets))
     return cases
 
 

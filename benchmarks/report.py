@@ -201,6 +201,11 @@ METHOD = [
     '- **Epoch setup at scale**: index-only datasets (50k shard entries, files hard-linked to '
     'one real shard): time from building a shuffled `StreamingDataset` to its first sample, and '
     'the process\'s peak RSS.',
+    '- **Our set-up caches, cold and warm**: ours keeps a binary summary of `index.json` and '
+    'epoch 0\'s sample order in `<local>/.shardflow` (see docs/dataset.md). *cold* removes them '
+    'before each run (what a dataset never iterated on the machine costs); *warm* has them '
+    'written beforehand by a separate process (a restart or resume of the same epoch). The '
+    'other implementations run the same way in both.',
     '- **Remote**: moto\'s S3 server on loopback (separate process); one cold epoch (2 workers, '
     'fresh empty cache), then again with `cache_limit` at 25% of the dataset.',
     '- **Machine limit**: the shard files of ours\' copy read straight into memory with a warm '

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ def cache_arrays(num_shards: int) -> dict[str, tuple[str, tuple]]:
 class ShardCache:
     """Prepare (download and decompress) and evict shards under an optional byte limit."""
 
-    def __init__(self, shared: SharedDir, shards: list[Reader], streams: list[Stream],
+    def __init__(self, shared: SharedDir, shards: Sequence[Reader], streams: list[Stream],
                  shard_streams: np.ndarray, limit: int | None) -> None:
         self.shared = shared
         self.shards = shards
@@ -53,6 +54,7 @@ class ShardCache:
         self._any_evictable = bool(self.evictable.any())
         self._seen_generation = [0] * len(shards)
         self._known_local = [False] * len(shards)
+        self._built: list[Reader | None] = [None] * len(shards)  # Readers in use, by shard.
         self._refetched: set[int] = set()  # Shards found bad once and downloaded again.
 
     @property
@@ -103,7 +105,7 @@ class ShardCache:
         """Refuse a cache_limit that cannot hold the indexes and two of the largest shards."""
         if self.limit is None or not self.shards:
             return
-        largest = max(shard.get_max_size() for shard in self.shards)
+        largest = int(self._max_sizes().max())
         indexes = sum(stream.get_index_size() for stream in self.streams)
         if self.limit < 2 * largest + indexes:
             raise ValueError(f'cache_limit={self.limit} bytes is too small: the largest '
@@ -121,9 +123,16 @@ class ShardCache:
         """
         if self.limit is None or not len(samples_per_shard):
             return None
-        mean_bytes = max(float(np.mean([s.get_max_size() for s in self.shards])), 1.0)
+        mean_bytes = max(float(np.mean(self._max_sizes())), 1.0)
         shards_fit = max(int(self.limit // 2 // mean_bytes), 1)
         return max(int(shards_fit * float(np.mean(samples_per_shard))), 1)
+
+    def _max_sizes(self) -> np.ndarray:
+        """Each shard's peak local bytes (from the index summaries when readers are lazy)."""
+        column = getattr(self.shards, 'column', None)
+        if column is not None:
+            return column('max_size')
+        return np.array([shard.get_max_size() for shard in self.shards], np.int64)
 
     # ---- use ------------------------------------------------------------------------------
     def ready(self, shard_id: int) -> Reader:
@@ -144,7 +153,8 @@ class ShardCache:
         if not self._known_local[shard_id]:
             self.prepare(shard_id)
             self._known_local[shard_id] = True
-        return self.shards[shard_id]
+            self._built[shard_id] = self.shards[shard_id]  # Built now if built lazily.
+        return self._built[shard_id]  # type: ignore[return-value]
 
     def forget(self, shard_id: int) -> None:
         """A read found the shard's files gone: prepare it again at the next ``ready``."""

@@ -22,11 +22,23 @@ from streaming.dataset.batches import SampleStream, attach_to_fetcher
 from streaming.dataset.cache import LOCAL, ShardCache, cache_arrays
 from streaming.dataset.config import DatasetConfig, ResumableLayout
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
+from streaming.dataset.index_cache import ShardTable
 from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoch_order
+from streaming.dataset.order_store import (
+    CACHE_SUBDIR,
+    EpochIds,
+    WorkerOrder,
+    exact_dealing,
+    ids_inputs,
+    is_exact_random,
+    order_cache_enabled,
+    shared_epoch_ids,
+)
 from streaming.dataset.stream import Stream, streams_registry
 from streaming.errors import EmptyIndexError
 from streaming.indexing import IndexingMixin
 from streaming.order import get_epoch_order, get_shuffle
+from streaming.order.exact import dealt_array, epoch_id_steps
 from streaming.order.sampling import draw_shards
 from streaming.telemetry import WorkerClock
 from streaming.world import World
@@ -123,6 +135,9 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         self.streams = _build_streams(streams, remote, local, split, stream_name, stream_config)
         for stream in self.streams:  # The reference's name: subclasses overriding it still work.
             stream.apply_default({'split': split, **self.config.stream_defaults()})
+            # Set-up caches take disk that cache_limit does not count: none under a limit.
+            stream.write_index_summary = self.config.cache_limit is None and \
+                order_cache_enabled()
         self.num_streams = len(self.streams)
         self.world = world or World.detect()
         self._load()
@@ -185,19 +200,20 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             shared = SharedDir.create_or_join(token, world, {},
                                               timeout=config.coordination_timeout)
             indexes = [s.get_index(fetch=False) for s in self.streams]
-        shards, shard_streams = [], []
-        for stream_id, (stream, index) in enumerate(zip(self.streams, indexes)):
-            stream_shards = stream.get_shards(index, config.allow_unsafe_types)
-            if not sum(shard.samples for shard in stream_shards):
-                raise EmptyIndexError(f'Stream {stream_id} has no samples: its index '
-                                      f'{os.path.join(stream.local_dir, "index.json")} lists '
-                                      f'{len(stream_shards)} shards, none with a sample.')
-            shards += stream_shards
-            shard_streams += [stream_id] * len(stream_shards)
+        # Readers may be built lazily (see index_cache): only sizes are read here.
+        shards = ShardTable([stream.get_shards(index, config.allow_unsafe_types)
+                             for stream, index in zip(self.streams, indexes)])
         self.shards = shards
         self.num_shards = len(shards)
-        self.stream_per_shard = np.array(shard_streams, np.int64)
-        self.samples_per_shard = np.array([s.samples for s in shards], np.int64)
+        self.stream_per_shard = np.repeat(np.arange(self.num_streams, dtype=np.int64),
+                                          [len(part) for part in shards.parts])
+        self.samples_per_shard = shards.column('samples')
+        for stream_id, stream in enumerate(self.streams):
+            begin, end = shards.starts[stream_id], shards.starts[stream_id + 1]
+            if not self.samples_per_shard[begin:end].sum():
+                raise EmptyIndexError(f'Stream {stream_id} has no samples: its index '
+                                      f'{os.path.join(stream.local_dir, "index.json")} lists '
+                                      f'{end - begin} shards, none with a sample.')
         self.sample_offset_per_shard = np.concatenate([[0], np.cumsum(self.samples_per_shard)])
         self.num_samples = int(self.sample_offset_per_shard[-1])
         self._starts = self.sample_offset_per_shard.tolist()
@@ -337,7 +353,8 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         return self.resumable.resolve_canonical_nodes(self.config.shuffle_algo,
                                                       self.world.num_nodes)
 
-    def _epoch_order(self, epoch: int, sample_in_epoch: int, world: World) -> np.ndarray:
+    def _order_params(self, epoch: int, sample_in_epoch: int, world: World) -> dict[str, Any]:
+        """The arguments of ``get_epoch_order`` for this epoch, resume point and world."""
         config = self.config
         if config.batch_size is None:
             raise ValueError('StreamingDataset needs batch_size (the per-device batch size of '
@@ -346,7 +363,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         if world.local_world_size % replication:
             raise ValueError(f'replication={replication} must divide the ranks per node '
                              f'({world.local_world_size}).')
-        params = dict(
+        return dict(
             shard_sizes=self.samples_per_shard, shard_streams=self.stream_per_shard,
             stream_choose=self.stream_choose, epoch=epoch, seed=self.resumable.shuffle_seed,
             shuffle=config.shuffle, shuffle_algo=config.shuffle_algo,
@@ -359,8 +376,37 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             sampling_granularity=config.sampling_granularity, sample_in_epoch=sample_in_epoch,
             initial_physical_nodes=self.resumable.initial_physical_nodes,
             stream_proportions=self._stream_proportions)
+
+    def _epoch_order(self, epoch: int, sample_in_epoch: int, world: World) -> np.ndarray:
+        """The whole ``(nodes, ranks, workers, batches, batch)`` array of sample ids."""
+        params = self._order_params(epoch, sample_in_epoch, world)
+        if is_exact_random(params):
+            ids = self._epoch_ids(params)
+            ids.wait(len(ids))
+            return dealt_array(ids.ids, exact_dealing(params, len(ids)))
         key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
         return shared_epoch_order(self._shared, key, lambda: get_epoch_order(**params))
+
+    def _worker_order(self, epoch: int, sample_in_epoch: int, world: World) -> Sequence[int]:
+        """This worker's sample ids for the epoch (-1: padding), as a 1-D sliceable sequence."""
+        params = self._order_params(epoch, sample_in_epoch, world)
+        rank = world.local_rank // (self.config.replication or 1)
+        if is_exact_random(params):
+            ids = self._epoch_ids(params)
+            return WorkerOrder(ids, exact_dealing(params, len(ids)), world.node, rank,
+                               world.worker)
+        key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
+        order = shared_epoch_order(self._shared, key, lambda: get_epoch_order(**params))
+        return order[world.node, rank, world.worker].reshape(-1)
+
+    def _epoch_ids(self, params: dict[str, Any]) -> EpochIds:
+        """The sample id at each position of the epoch, shared by the node (see order_store)."""
+        inputs = ids_inputs(params)
+        cache_dir = None
+        if order_cache_enabled() and self.config.cache_limit is None:
+            cache_dir = os.path.join(self.streams[0].local_dir, CACHE_SUBDIR)
+        return shared_epoch_ids(self._shared, cache_dir, inputs,
+                                lambda: epoch_id_steps(**inputs))
 
     def effective_block_size(self) -> int:
         """The shuffle block size, capped so one block's shards fit in ``cache_limit``."""
@@ -387,10 +433,9 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         epoch, sample_in_epoch, record = self._epochs.begin_session(self._session_key())
         if record is not None:
             self.resumable.adopt(record)
-        order = self._epoch_order(epoch, sample_in_epoch, world)
-        # A view of the shared order; padding (-1) is dropped chunk by chunk while iterating.
-        mine = order[world.node, world.local_rank // (self.config.replication or 1),
-                     world.worker].reshape(-1)
+        # This worker's part of the node's shared order, read a chunk at a time; padding (-1)
+        # is dropped chunk by chunk while iterating.
+        mine = self._worker_order(epoch, sample_in_epoch, world)
         prefetcher = None
         if self.cache.states.min() != LOCAL:  # Some shard may need downloading.
             prefetcher = Prefetcher(self.cache, mine, self.sample_offset_per_shard,

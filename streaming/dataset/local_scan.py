@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
+import numpy as np
+
+from streaming.dataset.index_cache import LazyShards
 from streaming.errors import ShardFileError
 from streaming.format import Reader
 from streaming.format.hashing import get_hash
@@ -11,12 +15,15 @@ from streaming.format.hashing import get_hash
 __all__ = ['local_shard_usage']
 
 
-def local_shard_usage(shards: list[Reader], validate_hash: str | None, has_remote: bool,
+def local_shard_usage(shards: Sequence[Reader], validate_hash: str | None, has_remote: bool,
                       keep_zip: bool) -> list[int]:
     """Bytes each of ``shards`` takes on disk if complete (and trusted), else 0.
 
-    With ``validate_hash`` and a remote, a shard counts only if its checksum matches.
+    With ``validate_hash`` and a remote, a shard counts only if its checksum matches. Shards
+    whose readers are not built yet (``LazyShards``) are checked from their index summary.
     """
+    if isinstance(shards, LazyShards) and not validate_hash:
+        return _usage_from_summary(shards, keep_zip)
     sizes = _FileSizes()
     usage = []
     for shard in shards:
@@ -26,6 +33,21 @@ def local_shard_usage(shards: list[Reader], validate_hash: str | None, has_remot
         else:
             usage.append(0)
     return usage
+
+
+def _usage_from_summary(shards: LazyShards, keep_zip: bool) -> list[int]:
+    summary = shards.summary
+    directory = os.path.join(shards.local, shards.split)
+    sizes = _FileSizes()
+    listing = sizes.listing(directory)
+    names, expected = summary.raw_files()
+    present = np.array([(listing.get(name) if '/' not in name else
+                         sizes.get(os.path.join(directory, name))) == size
+                        for name, size in zip(names, expected)], bool)
+    missing = np.concatenate([[0], np.cumsum(~present)])
+    complete = missing[summary.file_offsets[1:]] == missing[summary.file_offsets[:-1]]
+    usage = summary.max_size if keep_zip else summary.raw_size
+    return np.where(complete, usage, 0).tolist()
 
 
 class _FileSizes:
@@ -39,6 +61,10 @@ class _FileSizes:
 
     def get(self, path: str) -> int | None:
         directory, name = os.path.split(path)
+        return self.listing(directory).get(name)
+
+    def listing(self, directory: str) -> dict[str, int]:
+        """{name: size} of the regular files in ``directory`` (empty if it does not exist)."""
         listing = self._dirs.get(directory)
         if listing is None:
             listing = {}
@@ -50,7 +76,7 @@ class _FileSizes:
             except FileNotFoundError:
                 pass
             self._dirs[directory] = listing
-        return listing.get(name)
+        return listing
 
 
 def _trusted(shard: Reader, algo: str | None, has_remote: bool) -> bool:

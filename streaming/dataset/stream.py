@@ -12,11 +12,19 @@ from typing import Any
 
 import numpy as np
 
+from streaming.dataset.index_cache import (
+    IndexDict,
+    IndexSummary,
+    LazyShards,
+    index_key,
+    load_summary,
+    save_summary,
+)
 from streaming.dataset.local_scan import local_shard_usage
 from streaming.errors import MissingLocalIndexError, OutputError, ShardFileError
 from streaming.format import Reader, reader_from_json
 from streaming.format.compression import decompress_file
-from streaming.format.index import INDEX_BASENAME, load_index
+from streaming.format.index import INDEX_BASENAME, load_index, read_index_bytes
 from streaming.format.registry import check_safe_encodings
 from streaming.format.writer import make_output_dir
 from streaming.registry import TypedRegistry
@@ -122,6 +130,9 @@ class Stream:
                        'validate_hash': validate_hash, 'keep_zip': keep_zip}
         self.inherit_download_settings({})
 
+    # Whether get_shards may write a binary summary of the index beside it (see index_cache).
+    write_index_summary = True
+
     def inherit_download_settings(self, defaults: dict[str, Any]) -> None:
         """Fill the download settings this stream left unset from ``defaults`` (the dataset's)."""
         for name, default in _DEFAULTS.items():
@@ -220,6 +231,8 @@ class Stream:
         If that download fails but a local copy exists (a warm cache), the local copy is used
         with a warning, so a restart does not depend on the remote being up. Without a remote, a
         missing local index raises ``MissingLocalIndexError`` (also the reference's RuntimeError).
+        The index is parsed only if no current binary summary of it is there (see
+        ``index_cache``); its ``"shards"`` are then parsed when first looked up.
         """
         path = os.path.join(self.local_dir, INDEX_BASENAME)
         if fetch and self.has_remote:
@@ -234,15 +247,29 @@ class Stream:
         elif not self.has_remote and not os.path.exists(path):
             raise MissingLocalIndexError(f'No index file at {path}, and the stream has no remote '
                                          f'to download it from.')
-        return load_index(path)
+        text = read_index_bytes(path)
+        key = index_key(path, text)
+        summary = load_summary(self.local_dir, key)
+        if summary is not None:
+            return IndexDict(path, key, summary)
+        return IndexDict(path, key, None, load_index(path, text))
 
-    def get_shards(self, index: dict[str, Any], allow_unsafe_types: bool) -> list[Reader]:
-        """A reader per shard of ``index``; pickled columns need ``allow_unsafe_types``."""
+    def get_shards(self, index: dict[str, Any], allow_unsafe_types: bool) -> Sequence[Reader]:
+        """A reader per shard of ``index``; pickled columns need ``allow_unsafe_types``.
+
+        With a binary summary of the index, each reader is built when its shard is first used.
+        """
         path = os.path.join(self.local_dir, INDEX_BASENAME)
+        summary = getattr(index, 'summary', None)
+        if summary is not None and (allow_unsafe_types or not summary.unsafe.any()):
+            return LazyShards(summary, self.local, self.split, allow_unsafe_types, path)
         shards = []
         for i, entry in enumerate(index['shards']):
             check_safe_encodings(f'{path}, shard {i}', entry, allow_unsafe_types)
             shards.append(reader_from_json(self.local, self.split, entry, validate=False))
+        key = getattr(index, 'key', None)
+        if key is not None and summary is None and self.write_index_summary:
+            save_summary(self.local_dir, key, IndexSummary.build(index['shards'], shards))
         return shards
 
     def check_inside(self, path: str) -> None:
@@ -258,7 +285,7 @@ class Stream:
         """Bytes of the local ``index.json`` (the cache counts it against ``cache_limit``)."""
         return os.stat(os.path.join(self.local_dir, INDEX_BASENAME)).st_size
 
-    def set_up_local(self, shards: list[Reader], cache_usage_per_shard: np.ndarray) -> None:
+    def set_up_local(self, shards: Sequence[Reader], cache_usage_per_shard: np.ndarray) -> None:
         """Fill ``cache_usage_per_shard`` with the bytes each of ``shards`` takes in the cache.
 
         0 means the shard is not (completely, or trustworthily) local. The dataset's first rank

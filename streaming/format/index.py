@@ -24,7 +24,8 @@ from streaming.format.schema import (
 )
 
 __all__ = ['INDEX_BASENAME', 'FileInfo', 'get_index_basename', 'load_index', 'dump_index',
-           'write_index', 'validate_shard_entry', 'check_same_lengths', 'shard_basenames']
+           'write_index', 'validate_shard_entry', 'check_same_lengths', 'shard_basenames',
+           'read_index_bytes']
 
 INDEX_BASENAME = 'index.json'
 INDEX_VERSION = 2
@@ -117,14 +118,23 @@ def check_same_lengths(where: str, shard: Any, keys: tuple[str, ...]) -> None:
         raise IndexFileError(f'{where}: {", ".join(keys)} differ in length.')
 
 
-def load_index(path: str) -> dict[str, Any]:
-    """Read and validate an ``index.json``; raise ``IndexFileError`` naming what is wrong."""
+def read_index_bytes(path: str) -> bytes:
+    """The bytes of an ``index.json``; ``MissingIndexError`` if there is none."""
     try:
         with open(path, 'rb') as f:
-            text = f.read()
+            return f.read()
     except FileNotFoundError:
         raise MissingIndexError(f'No index file at {path}: is this a dataset directory (or '
                                 f'split)?') from None
+
+
+def load_index(path: str, text: bytes | None = None) -> dict[str, Any]:
+    """Read and validate an ``index.json``; raise ``IndexFileError`` naming what is wrong.
+
+    ``text``: the file's bytes, if already read.
+    """
+    if text is None:
+        text = read_index_bytes(path)
     try:
         obj = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

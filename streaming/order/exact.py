@@ -4,17 +4,126 @@ The epoch's big ids (see ``resample``) are dealt to devices as positions (``deal
 shuffling, position ``p`` reads big id ``shuffle[p]`` (``spans``); big ids then map to sample
 ids. This is the composition the reference's ``random`` batching performs, and, stream by
 stream, what its other batching methods start from (``exact_batching``).
+
+It is split in two so that the expensive half can be kept and reused: ``epoch_sample_ids``
+(the sample id at each position of the epoch: depends on the data, seed, epoch and shuffle,
+not on the topology or on where the epoch resumes) and ``deal_ids`` (those ids dealt to
+nodes, ranks, workers and batches, a chunk at a time).
 """
 
 from __future__ import annotations
 
+from typing import Any, Iterator
+
 import numpy as np
 
-from streaming.order.dealing import deal_positions
+from streaming.order.dealing import Dealing, deal_positions
 from streaming.order.resample import Resampled, resample
-from streaming.order.spans import shuffle_positions
+from streaming.order.spans import shuffle_positions, shuffle_steps
 
-__all__ = ['dealt_ids', 'random_order']
+__all__ = ['deal_ids', 'dealing_of', 'dealt_array', 'dealt_ids', 'epoch_id_steps',
+           'epoch_sample_ids', 'random_order', 'take_ids']
+
+_CHUNK = 1 << 22  # Elements gathered at a time.
+
+
+def epoch_sample_ids(**inputs: Any) -> np.ndarray:
+    """The sample id at each position of the epoch (int32 when the ids fit, else int64).
+
+    Takes the keyword arguments of ``epoch_id_steps``, and runs it to the end.
+    """
+    steps = epoch_id_steps(**inputs)
+    ids = next(steps)
+    for _ in steps:
+        pass
+    return ids  # type: ignore[return-value]
+
+
+def epoch_id_steps(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
+                   stream_choose: np.ndarray, epoch: int, seed: int, shuffle: bool,
+                   shuffle_algo: str, block_size: int, num_canonical_nodes: int,
+                   sampling_method: str,
+                   sampling_granularity: int) -> Iterator[np.ndarray | int]:
+    """``epoch_sample_ids`` a part at a time.
+
+    Yields the array, then how many of its first positions are final, as they become final
+    (the last yield is all of them). With ``py1e``, the first positions are final once a
+    window of the first row is sorted, long before the rest of the epoch.
+    """
+    drawn = resample(shard_sizes, shard_streams, stream_choose, seed=seed, epoch=epoch,
+                     sampling_method=sampling_method,
+                     sampling_granularity=sampling_granularity, shuffle=shuffle)
+    small = drawn.small
+    if not shuffle:
+        if small is None:
+            dtype = np.int32 if drawn.num_samples < np.iinfo(np.int32).max else np.int64
+            small = np.arange(drawn.num_samples, dtype=dtype)
+        yield small
+        yield len(small)
+        return
+    steps = shuffle_steps(shuffle_algo, drawn.unit_sizes, num_canonical_nodes, seed, epoch,
+                          block_size)
+    ids: np.ndarray = next(steps)  # type: ignore[assignment]
+    if small is not None and small.dtype != ids.dtype:  # Sample ids may need more bits.
+        wide = np.empty(len(ids), small.dtype)
+        yield wide
+        for _ in steps:
+            pass
+        for start in range(0, len(ids), _CHUNK):
+            part = wide[start:start + _CHUNK]
+            np.take(small, ids[start:start + _CHUNK], out=part, mode='clip')
+        yield len(ids)
+        return
+    yield ids
+    done = 0
+    for final in steps:
+        if small is not None:
+            for start in range(done, int(final), _CHUNK):  # In place, as parts become final.
+                part = ids[start:min(start + _CHUNK, int(final))]
+                np.take(small, part, out=part, mode='clip')
+        done = int(final)
+        yield done
+
+
+def dealing_of(num_samples: int, *, partition_algo: str, num_canonical_nodes: int,
+               num_physical_nodes: int, ranks_per_node: int, workers_per_rank: int,
+               batch_size: int, sample_in_epoch: int,
+               initial_physical_nodes: int | None) -> Dealing:
+    """Which epoch position each device slot reads (see ``dealing``)."""
+    return Dealing(partition_algo, num_samples, num_canonical_nodes, num_physical_nodes,
+                   ranks_per_node, workers_per_rank, batch_size, sample_in_epoch,
+                   initial_physical_nodes)
+
+
+def deal_ids(ids: np.ndarray, dealing: Dealing,
+             chunk: int = _CHUNK) -> Iterator[tuple[tuple[int, int, int], int, np.ndarray]]:
+    """``((node, rank, worker), first slot, sample ids)`` in the order of the dealt array.
+
+    ``ids`` may be any array-like supporting fancy indexing (a memory map, say); -1 marks
+    slots with no sample. Concatenated, the chunks are ``dealt.ravel()`` for the whole array of
+    shape ``dealing.shape``.
+    """
+    per_worker = dealing.slots_per_worker
+    nodes, ranks, workers = dealing.shape[:3]
+    for node in range(nodes):
+        for rank in range(ranks):
+            for worker in range(workers):
+                for start in range(0, per_worker, chunk):
+                    positions = dealing.positions(node, rank, worker, start,
+                                                  min(start + chunk, per_worker))
+                    yield (node, rank, worker), start, take_ids(ids, positions)
+
+
+def take_ids(ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``ids[positions]`` (as int64), -1 where ``positions`` is -1."""
+    if not len(positions):
+        return positions
+    if positions[-1] >= 0 and positions.min() >= 0:
+        return np.asarray(ids[positions], np.int64)
+    found = positions >= 0
+    out = np.full(len(positions), -1, np.int64)
+    out[found] = ids[positions[found]]
+    return out
 
 
 def dealt_ids(drawn: Resampled, *, shuffle: bool, shuffle_algo: str, block_size: int,
@@ -41,12 +150,25 @@ def random_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
                  sampling_granularity: int, sample_in_epoch: int,
                  initial_physical_nodes: int | None) -> np.ndarray:
     """Sample ids ``(nodes, ranks, workers, batches per worker, batch)``, -1 for none."""
-    drawn = resample(shard_sizes, shard_streams, stream_choose, seed=seed, epoch=epoch,
-                     sampling_method=sampling_method,
-                     sampling_granularity=sampling_granularity, shuffle=shuffle)
-    return dealt_ids(drawn, shuffle=shuffle, shuffle_algo=shuffle_algo, block_size=block_size,
-                     num_canonical_nodes=num_canonical_nodes, partition_algo=partition_algo,
-                     num_physical_nodes=num_physical_nodes, ranks_per_node=ranks_per_node,
-                     workers_per_rank=workers_per_rank, batch_size=batch_size,
-                     drop_first=sample_in_epoch, initial_physical_nodes=initial_physical_nodes,
-                     seed=seed, epoch=epoch)
+    ids = epoch_sample_ids(shard_sizes=shard_sizes, shard_streams=shard_streams,
+                           stream_choose=stream_choose, epoch=epoch, seed=seed, shuffle=shuffle,
+                           shuffle_algo=shuffle_algo, block_size=block_size,
+                           num_canonical_nodes=num_canonical_nodes,
+                           sampling_method=sampling_method,
+                           sampling_granularity=sampling_granularity)
+    dealing = dealing_of(len(ids), partition_algo=partition_algo,
+                         num_canonical_nodes=num_canonical_nodes,
+                         num_physical_nodes=num_physical_nodes, ranks_per_node=ranks_per_node,
+                         workers_per_rank=workers_per_rank, batch_size=batch_size,
+                         sample_in_epoch=sample_in_epoch,
+                         initial_physical_nodes=initial_physical_nodes)
+    return dealt_array(ids, dealing)
+
+
+def dealt_array(ids: np.ndarray, dealing: Dealing) -> np.ndarray:
+    """The whole int64 array (``dealing.shape``) of the sample ids each slot reads."""
+    out = np.empty(dealing.shape, np.int64)
+    flat = out.reshape(dealing.shape[:3] + (-1,))
+    for (node, rank, worker), start, part in deal_ids(ids, dealing):
+        flat[node, rank, worker, start:start + len(part)] = part
+    return out

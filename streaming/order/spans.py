@@ -33,9 +33,11 @@ samples) are broken by position, where the reference's sort leaves them in an or
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 
-__all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'shuffle_positions']
+__all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'shuffle_positions', 'shuffle_steps']
 
 EXACT_SHUFFLE_ALGOS = ('naive', 'py1b', 'py1br', 'py1e', 'py1s', 'py2s')
 
@@ -73,10 +75,18 @@ def cut_rows(unit_begin: np.ndarray, unit_size: np.ndarray, num_rows: int) -> Ro
 
 
 def _ragged_arange(begin: np.ndarray, length: np.ndarray, dtype: type = np.int64) -> np.ndarray:
-    """``concat(arange(b, b + n) for b, n in zip(begin, length))``."""
+    """``concat(arange(b, b + n) for b, n in zip(begin, length))``.
+
+    Built as the running sum of steps: 1 inside a run, a jump where a run starts.
+    """
+    keep = np.asarray(length) > 0
+    begin, length = np.asarray(begin, np.int64)[keep], np.asarray(length, np.int64)[keep]
     ends = np.cumsum(length)
-    out = np.arange(int(ends[-1]) if len(ends) else 0, dtype=dtype)
-    out += np.repeat((begin - (ends - length)).astype(dtype), length)
+    out = np.ones(int(ends[-1]) if len(ends) else 0, dtype=dtype)
+    if len(out):
+        out[0] = begin[0]
+        out[ends[:-1]] = (begin[1:] - (begin[:-1] + length[:-1] - 1)).astype(dtype)
+        np.cumsum(out, out=out)
     return out
 
 
@@ -103,55 +113,80 @@ def _shuffle_each(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator
 
 
 def _py1e_row(ids: np.ndarray, lengths: np.ndarray, block_size: int,
-              rng: np.random.Generator) -> None:
-    """Shuffle one row in place the py1e way (``ids`` holds the row's spans end to end)."""
+              rng: np.random.Generator, out: np.ndarray) -> Iterator[int]:
+    """Shuffle one row the py1e way into ``out`` (``ids`` holds the row's spans end to end).
+
+    The shifted positions are drawn span by span and sorted a window of position values at a
+    time, as soon as every sample that can land in the window is drawn: no row-sized array of
+    positions is held. Yields how much of ``out`` is final after each window.
+    """
     _shuffle_each(ids, lengths, rng)
     total = len(ids)
     low_block, high_block = int(0.75 * block_size), int(1.25 * block_size)
-    position = np.arange(total, dtype=np.float64)
-    start, reach = 0, 0.0
-    for length in lengths.tolist():
+    reach = high_block // 2 + 2  # Exceeds every shift: half a window, less the span, < this.
+    window = max(1 << 20, min(4 * reach, 1 << 23))
+    draws = _shifted_positions(lengths.tolist(), total, low_block, high_block, rng)
+    held, held_from, drawn, written = np.zeros(0), 0, 0, 0
+    for start in range(0, total, window):
+        stop = min(start + window, total)
+        parts = []
+        while drawn < min(stop + reach, total):
+            part = next(draws)
+            parts.append(part)
+            drawn += len(part)
+        first = max(start - reach, 0)
+        held = np.concatenate([held[first - held_from:], *parts])
+        held_from = first
+        picked = _window_order(held, start, stop, stop == total, window + reach)
+        picked += first
+        np.take(ids, picked, out=out[written:written + len(picked)])
+        written += len(picked)
+        yield written
+
+
+def _shifted_positions(lengths: list[int], total: int, low_block: int, high_block: int,
+                       rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Each span's shifted positions, in turn: a window size and a uniform shift per sample."""
+    start = 0
+    for length in lengths:
         window = int(rng.integers(low_block, high_block))
         half = max((window - length) / 2, 0)
         low, high = max(-half, -start), min(half, total - start - length)
-        position[start:start + length] += rng.uniform(low, high, length)
+        position = np.arange(start, start + length, dtype=np.float64)
+        position += rng.uniform(low, high, length)
         start += length
-        reach = max(reach, half)
-    ids[:] = ids[sorted_by_position(position, int(reach) + 1)]
+        yield position
 
 
-def sorted_by_position(position: np.ndarray, reach: int) -> np.ndarray:
-    """``argsort(position)`` (ties by index) when ``|position[i] - i| < reach`` for all ``i``.
+def _window_order(chunk: np.ndarray, start: int, stop: int, last: bool,
+                  span: int) -> np.ndarray:
+    """Indices of ``chunk``'s values in ``[start, stop)``, sorted by value, ties by index.
 
-    Output positions are produced a window at a time: the samples landing in ``[a, a + W)``
-    can only come from ``[a - reach, a + W + reach)``. Each window's (position, index) pairs
-    are packed into one uint64 (fixed-point position above, index below) and sorted with numpy's
-    vectorised integer sort; the rare pairs whose fixed-point positions collide are re-ordered
-    by their exact positions.
+    ``last``: the window has no upper end; ``span`` bounds ``chunk - start`` inside it. The
+    (position, index) pairs are packed into one uint64 (fixed-point position above, index
+    below) and sorted with numpy's vectorised integer sort; the rare pairs whose fixed-point
+    positions collide are re-ordered by their exact positions.
     """
-    total = len(position)
-    window = max(1 << 20, min(4 * reach, 1 << 23))
-    order = np.empty(total, np.int64)
-    written = 0
-    for start in range(0, total, window):
-        stop = min(start + window, total)
-        first, last = max(start - reach, 0), min(stop + reach, total)
-        chunk = position[first:last]
-        inside = chunk >= start
-        if stop < total:
-            inside &= chunk < stop
-        local = np.flatnonzero(inside)
-        index_bits = max(1, int(last - first).bit_length())
-        fraction_bits = 64 - index_bits - max(1, (window + reach).bit_length())
-        packed = ((chunk[local] - start) * float(1 << fraction_bits)).astype(np.uint64)
-        packed <<= np.uint64(index_bits)
-        packed |= local.astype(np.uint64)
-        packed.sort()
-        picked = (packed & np.uint64((1 << index_bits) - 1)).astype(np.int64)
-        _resolve_collisions(picked, packed >> np.uint64(index_bits), chunk)
-        order[written:written + len(picked)] = picked + first
-        written += len(picked)
-    return order
+    inside = chunk >= start
+    if not last:
+        inside &= chunk < stop
+    local = np.flatnonzero(inside)
+    del inside
+    index_bits = max(1, len(chunk).bit_length())
+    fraction_bits = 64 - index_bits - max(1, span.bit_length())
+    values = chunk[local]
+    values -= start
+    values *= float(1 << fraction_bits)
+    packed = values.astype(np.uint64)
+    del values
+    packed <<= np.uint64(index_bits)
+    packed |= local.view(np.uint64)  # Indices are >= 0: the same bits.
+    del local
+    packed.sort()
+    picked = (packed & np.uint64((1 << index_bits) - 1)).view(np.int64)
+    packed >>= np.uint64(index_bits)
+    _resolve_collisions(picked, packed, chunk)
+    return picked
 
 
 def _resolve_collisions(picked: np.ndarray, fixed: np.ndarray, chunk: np.ndarray) -> None:
@@ -220,11 +255,27 @@ def _py1br_rows(ids: np.ndarray, spans: RowSpans, row_starts: np.ndarray, block_
 def shuffle_positions(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
                       epoch: int, block_size: int) -> np.ndarray:
     """The big id read at each position of the epoch (a permutation of ``sum(unit_sizes)``)."""
+    steps = shuffle_steps(algo, unit_sizes, num_canonical_nodes, seed, epoch, block_size)
+    out = next(steps)
+    for _ in steps:
+        pass
+    return out  # type: ignore[return-value]
+
+
+def shuffle_steps(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
+                  epoch: int, block_size: int) -> Iterator[np.ndarray | int]:
+    """``shuffle_positions`` a part at a time.
+
+    Yields the output array first, then, as the work goes on, how many of its first positions
+    are final (the last yield is all of them).
+    """
     sizes = np.asarray(unit_sizes, np.int64)
     total = int(sizes.sum())
     dtype = _id_dtype(total)
     if algo == 'naive':
-        return np.random.default_rng(seed + epoch).permutation(total).astype(dtype, copy=False)
+        yield np.random.default_rng(seed + epoch).permutation(total).astype(dtype, copy=False)
+        yield total
+        return
     if algo not in EXACT_SHUFFLE_ALGOS:
         raise ValueError(f'`shuffle_algo` must be one of {EXACT_SHUFFLE_ALGOS}, got {algo!r}')
     run_rng = np.random.default_rng(seed)
@@ -240,6 +291,7 @@ def shuffle_positions(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: in
         np.cumsum(sizes[:-1], out=laid[1:])
         spans = cut_rows(laid, sizes, num_canonical_nodes)
         out = np.empty(total, dtype)
+        yield out
         written = 0
         for row in range(spans.num_rows):
             part = spans.row(row)
@@ -249,21 +301,33 @@ def shuffle_positions(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: in
             _shuffle_each(chunk, length, epoch_rng)
             out[written:written + len(chunk)] = chunk
             written += len(chunk)
-        return out
+            yield written
+        yield total
+        return
     spans = _permute_rows(cut_rows(unit_begin, sizes, num_canonical_nodes), epoch_rng)
     out = _ragged_arange(spans.begin, spans.length, dtype)
     if algo == 'py1s':
+        yield out
         _shuffle_each(out, spans.length, epoch_rng)
-        return out
+        yield total
+        return
     row_starts = np.concatenate([[0], np.cumsum(spans.length)])[spans.first]
     if algo == 'py1br':
+        yield out
         _py1br_rows(out, spans, row_starts, block_size, epoch_rng)
-        return out
+        yield total
+        return
+    shuffled = np.empty_like(out) if algo == 'py1e' else out
+    yield shuffled
     for row in range(spans.num_rows):
         part = spans.row(row)
-        ids = out[row_starts[row]:row_starts[row + 1]]
+        begin = int(row_starts[row])
+        rows = slice(begin, int(row_starts[row + 1]))
         if algo == 'py1e':
-            _py1e_row(ids, spans.length[part], block_size, epoch_rng)
+            for written in _py1e_row(out[rows], spans.length[part], block_size, epoch_rng,
+                                     shuffled[rows]):
+                yield begin + written
         else:
-            _blocks_row(ids, block_size, epoch_rng)
-    return out
+            _blocks_row(out[rows], block_size, epoch_rng)
+            yield rows.stop
+    yield total

@@ -1,0 +1,258 @@
+"""A binary summary of a stream's ``index.json``, and shard readers built only when used.
+
+Parsing and validating the JSON index of 50k shards, and building a reader per shard, takes a
+second or more; a run needs, at set-up, only each shard's sample count (and, to see which
+shards are already local, its raw files). So the first run that parses an index also writes a
+summary beside it (``.shardflow/index.bin`` in the stream's local directory): per shard its
+samples, sizes, raw files, whether a column needs ``allow_unsafe_types``, and its entry's JSON
+text. Later runs read the summary instead, and a shard's reader is built from its entry the
+first time the shard is used (``LazyShards``).
+
+The summary is keyed by the index file's size, modification time and SHA-256, and by the
+registered shard formats; it is written atomically and checksummed (``checked_file``), so an
+index that changed, or a summary that is truncated or damaged, is never used: the index is
+parsed again and the summary rewritten. A directory that cannot be written just goes without.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Iterator, overload
+
+import numpy as np
+
+from streaming.dataset.checked_file import digest, read_checked, write_checked
+from streaming.format import Reader, reader_from_json
+from streaming.format.index import load_index
+from streaming.format.registry import check_safe_encodings, get_formats, unsafe_encodings
+
+__all__ = ['IndexDict', 'IndexSummary', 'LazyShards', 'ShardTable', 'index_key',
+           'load_summary', 'save_summary']
+
+SUMMARY_BASENAME = os.path.join('.shardflow', 'index.bin')
+_KIND = 'index1'
+_FIELDS = ('samples', 'unsafe', 'raw_size', 'max_size', 'entry_offsets', 'entries',
+           'file_offsets', 'files')
+
+
+def index_key(path: str, text: bytes) -> bytes:
+    """The key of the summary of the index at ``path`` whose bytes are ``text``."""
+    st = os.stat(path)
+    return digest({'size': len(text), 'stat_size': st.st_size, 'mtime_ns': st.st_mtime_ns,
+                   'sha256': hashlib.sha256(text).hexdigest(), 'formats': tuple(get_formats())})
+
+
+@dataclass(frozen=True)
+class IndexSummary:
+    """What set-up needs of each shard of an index, as arrays."""
+
+    samples: np.ndarray  # int64
+    unsafe: np.ndarray  # bool: a column encoding needs allow_unsafe_types
+    raw_size: np.ndarray  # int64: bytes of the raw files
+    max_size: np.ndarray  # int64: raw plus compressed bytes
+    entry_offsets: np.ndarray
+    entries: bytes  # Each shard's index entry as JSON, end to end.
+    file_offsets: np.ndarray  # Shard i's raw files are lines file_offsets[i]:[i + 1].
+    files: bytes  # Every shard's raw files, a line 'basename<TAB>bytes' each.
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def entry(self, shard: int) -> dict[str, Any]:
+        return json.loads(self.entries[self.entry_offsets[shard]:self.entry_offsets[shard + 1]])
+
+    def raw_files(self) -> tuple[list[str], list[int]]:
+        """(basename, bytes) of every shard's raw files, shard after shard (``file_offsets``)."""
+        lines = self.files.decode().split('\n') if self.files else []
+        names, sizes = [], []
+        for line in lines:
+            name, size = line.rsplit('\t', 1)
+            names.append(name)
+            sizes.append(int(size))
+        return names, sizes
+
+    @classmethod
+    def build(cls, entries: list[dict[str, Any]], readers: Sequence[Reader]) -> IndexSummary:
+        texts = [json.dumps(entry, separators=(',', ':')).encode() for entry in entries]
+        files = [[f'{raw["basename"]}\t{raw["bytes"]}' for raw, _ in reader.file_pairs]
+                 for reader in readers]
+        file_offsets = np.zeros(len(files) + 1, np.int64)
+        np.cumsum([len(f) for f in files], out=file_offsets[1:])
+        return cls(np.array([r.samples for r in readers], np.int64),
+                   np.array([bool(unsafe_encodings(entry)) for entry in entries], bool),
+                   np.array([r.get_raw_size() for r in readers], np.int64),
+                   np.array([r.get_max_size() for r in readers], np.int64),
+                   _offsets(texts), b''.join(texts), file_offsets,
+                   '\n'.join(line for lines in files for line in lines).encode())
+
+    def pack(self) -> np.ndarray:
+        parts = [np.ascontiguousarray(getattr(self, name)) if not isinstance(
+            getattr(self, name), bytes) else np.frombuffer(getattr(self, name), np.uint8)
+            for name in _FIELDS]
+        raw = [part.view(np.uint8).reshape(-1) for part in parts]
+        lengths = np.array([len(part) for part in raw], '<i8').view(np.uint8)
+        return np.concatenate([lengths, *raw])
+
+    @classmethod
+    def unpack(cls, payload: bytes) -> IndexSummary:
+        lengths = np.frombuffer(payload, '<i8', len(_FIELDS))
+        dtypes = {'samples': '<i8', 'unsafe': bool, 'raw_size': '<i8', 'max_size': '<i8',
+                  'entry_offsets': '<i8', 'file_offsets': '<i8'}
+        values: dict[str, Any] = {}
+        start = 8 * len(_FIELDS)
+        for name, length in zip(_FIELDS, lengths.tolist()):
+            chunk = payload[start:start + length]
+            values[name] = chunk if name not in dtypes else np.frombuffer(chunk, dtypes[name])
+            start += length
+        if start != len(payload):
+            raise ValueError('index summary: lengths do not add up')
+        return cls(**values)
+
+
+def _offsets(texts: list[bytes]) -> np.ndarray:
+    offsets = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum([len(t) for t in texts], out=offsets[1:])
+    return offsets
+
+
+def summary_path(local_dir: str) -> str:
+    return os.path.join(local_dir, SUMMARY_BASENAME)
+
+
+def load_summary(local_dir: str, key: bytes) -> IndexSummary | None:
+    """The summary for ``key`` beside the index, if one is there, whole and current."""
+    payload = read_checked(summary_path(local_dir), key, _KIND)
+    if payload is None:
+        return None
+    try:
+        summary = IndexSummary.unpack(payload)
+    except ValueError:
+        return None
+    consistent = (len(summary.unsafe) == len(summary.raw_size) == len(summary.max_size) ==
+                  len(summary) == len(summary.entry_offsets) - 1 ==
+                  len(summary.file_offsets) - 1)
+    return summary if consistent else None
+
+
+def save_summary(local_dir: str, key: bytes, summary: IndexSummary) -> None:
+    """Write the summary beside the index; quietly nothing if the directory is read-only."""
+    path = summary_path(local_dir)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_checked(path, key, _KIND, summary.pack())
+    except OSError:
+        pass
+
+
+class LazyShards(Sequence):
+    """A stream's shard readers, each built from its index entry the first time it is used.
+
+    Indexing and iterating give readers, as a list of them would; ``summary`` holds the
+    per-shard arrays, so that set-up needs no reader at all. Each entry is checked for unsafe
+    encodings as its reader is built, as for a parsed index.
+    """
+
+    def __init__(self, summary: IndexSummary, local: str, split: str, allow_unsafe_types: bool,
+                 where: str) -> None:
+        self.summary = summary
+        self.local, self.split, self.where = local, split, where
+        self.allow_unsafe_types = allow_unsafe_types
+        self._readers: list[Reader | None] = [None] * len(summary)
+
+    def __len__(self) -> int:
+        return len(self._readers)
+
+    @overload
+    def __getitem__(self, index: int) -> Reader: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Reader]: ...
+
+    def __getitem__(self, index: int | slice) -> Reader | list[Reader]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        reader = self._readers[index]
+        if reader is None:
+            if index < 0:
+                index += len(self)
+            entry = self.summary.entry(index)
+            check_safe_encodings(f'{self.where}, shard {index}', entry, self.allow_unsafe_types)
+            reader = reader_from_json(self.local, self.split, entry, validate=False)
+            self._readers[index] = reader
+        return reader
+
+    def __iter__(self) -> Iterator[Reader]:
+        return (self[i] for i in range(len(self)))
+
+
+class IndexDict(dict):
+    """An index as ``load_index`` gives it, with the key of its summary (and the summary).
+
+    Made from a summary, it holds only ``"version"`` until ``"shards"`` is first looked up;
+    the index file is parsed then.
+    """
+
+    def __init__(self, path: str, key: bytes, summary: IndexSummary | None,
+                 index: dict[str, Any] | None = None) -> None:
+        super().__init__(index if index is not None else {'version': 2})
+        self.path, self.key, self.summary = path, key, summary
+
+    def __missing__(self, name: str) -> Any:
+        if name != 'shards' or self.summary is None:
+            raise KeyError(name)
+        self.update(load_index(self.path))
+        return dict.__getitem__(self, 'shards')
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or (name == 'shards' and self.summary is not None)
+
+
+class ShardTable(Sequence):
+    """All streams' shard sequences end to end, as one sequence of readers."""
+
+    def __init__(self, parts: list[Sequence[Reader]]) -> None:
+        self.parts = parts
+        self.starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            for part, begin in zip(self.parts, self.starts.tolist()):
+                if (start, stop, step) == (begin, begin + len(part), 1):
+                    return part
+            return [self[i] for i in range(start, stop, step)]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f'shard {index} out of range ({len(self)} shards)')
+        part = int(np.searchsorted(self.starts, index, 'right')) - 1
+        return self.parts[part][index - int(self.starts[part])]
+
+    def __iter__(self) -> Iterator[Reader]:
+        for part in self.parts:
+            yield from part
+
+    def column(self, name: str) -> np.ndarray:
+        """A per-shard summary array (``samples``, ``max_size``...), from summaries if lazy."""
+        out = []
+        for part in self.parts:
+            if isinstance(part, LazyShards):
+                out.append(getattr(part.summary, name))
+            elif name == 'samples':
+                out.append(np.array([r.samples for r in part], np.int64))
+            else:
+                out.append(np.array([getattr(r, f'get_{name}')() for r in part], np.int64))
+        return np.concatenate(out) if out else np.zeros(0, np.int64)

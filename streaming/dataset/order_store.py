@@ -1,0 +1,389 @@
+"""The epoch's sample ids: computed once per node, kept on disk, read per worker in slices.
+
+With ``random`` batching and one of the reference's shuffles, the epoch order is the sample id
+at each position of the epoch (``order.exact.epoch_sample_ids``: the expensive part) dealt to
+devices by index arithmetic (``order.dealing``: cheap, per slot). The first process of the node
+to need the ids computes them and publishes them as a checked file (``checked_file``); every
+process then memory-maps that file and each worker computes only its own slots, a chunk at a
+time (``WorkerOrder``), so nothing epoch-sized is built per process.
+
+The file is published as it is computed (``EpochIds``): the computation runs in a background
+thread of the process that started it, which writes each part of the ids as it becomes final
+(``order.exact.epoch_id_steps``) and counts the final ones in a small shared file; a reader
+waits only for the positions it reads. If the computing process ends first, the next reader
+that needs more computes the ids again; a failure is reported to every reader.
+
+The file is also a cache: it is kept in the first stream's local directory
+(``.shardflow/order-<key>.ids``), keyed by every input of the ids (shard sizes, the streams'
+draws, epoch, seed, shuffle settings, canonical nodes, sampling), and reused when a run restarts
+or resumes the same epoch; not the topology, nor the resume point, which only change the
+dealing. A file whose key, length or checksum does not match is ignored and rewritten. It is
+kept in the node's shared directory instead (gone with the job) when the local directory cannot
+be written, when ``cache_limit`` is set (the file would take disk the limit does not count), or
+when ``STREAMING_SETUP_CACHE=0``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import xxhash
+
+from streaming.coord import SharedDir
+from streaming.dataset.checked_file import HEADER_BYTES, digest, pack_header, verify_checked
+from streaming.fileio import TEMP_SUFFIX, atomic_write, create_temp, publish, remove_quietly
+from streaming.order.dealing import Dealing
+from streaming.order.exact import dealing_of, take_ids
+from streaming.order.shuffle import default_shuffle_block_size
+from streaming.order.spans import EXACT_SHUFFLE_ALGOS
+
+__all__ = ['CACHE_SUBDIR', 'EpochIds', 'WorkerOrder', 'exact_dealing', 'ids_inputs',
+           'is_exact_random', 'order_cache_enabled', 'shared_epoch_ids', 'wait_for_background']
+
+CACHE_SUBDIR = '.shardflow'
+_KEEP = 3  # Cached epoch orders kept per directory (the newest).
+_VERSION = 1  # Bump when the ids an input gives change.
+_STALE_TEMP_SECONDS = 3600  # A partial file this old was left by a process that died.
+
+
+_IDS_INPUTS = ('shard_sizes', 'shard_streams', 'stream_choose', 'epoch', 'seed', 'shuffle',
+               'shuffle_algo', 'num_canonical_nodes', 'sampling_method',
+               'sampling_granularity')
+
+
+def is_exact_random(params: dict[str, Any]) -> bool:
+    """Whether ``get_epoch_order(**params)`` is the reference's exact ``random`` order."""
+    return params['batching_method'] == 'random' and params['shuffle_algo'] in EXACT_SHUFFLE_ALGOS
+
+
+def ids_inputs(params: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of ``epoch_sample_ids`` among ``get_epoch_order``'s ``params``."""
+    inputs = {name: params[name] for name in _IDS_INPUTS}
+    inputs['block_size'] = params['shuffle_block_size'] or \
+        default_shuffle_block_size(params['num_canonical_nodes'])
+    return inputs
+
+
+def exact_dealing(params: dict[str, Any], num_samples: int) -> Dealing:
+    """Which epoch position each slot reads, for ``get_epoch_order``'s ``params``."""
+    return dealing_of(num_samples,
+                      partition_algo=params['partition_algo'],
+                      num_canonical_nodes=params['num_canonical_nodes'],
+                      num_physical_nodes=params['num_physical_nodes'],
+                      ranks_per_node=params['ranks_per_node'],
+                      workers_per_rank=params['workers_per_rank'],
+                      batch_size=params['batch_size'],
+                      sample_in_epoch=params['sample_in_epoch'],
+                      initial_physical_nodes=params['initial_physical_nodes'])
+
+
+def order_cache_enabled() -> bool:
+    """Whether set-up caches may be written to local directories (``STREAMING_SETUP_CACHE``)."""
+    return os.environ.get('STREAMING_SETUP_CACHE', '1') != '0'
+
+
+def _kind(dtype: np.dtype) -> str:
+    return f'ids{np.dtype(dtype).str}'
+
+
+@dataclass(frozen=True)
+class _State:
+    """Where the ids are (``path``), their bytes and dtype, and whether all are final."""
+
+    path: str
+    length: int
+    kind: str
+    progress: str  # While not done: the shared file counting the final ids.
+
+    @property
+    def done(self) -> bool:
+        return not self.progress
+
+    def encode(self) -> str:
+        return '\n'.join([self.path, str(self.length), self.kind, self.progress])
+
+    @classmethod
+    def read(cls, marker: str) -> _State | None:
+        try:
+            with open(marker) as file:
+                path, length, kind, progress = file.read().split('\n')
+        except (OSError, ValueError):
+            return None
+        # The file may have been replaced since (by an identical one) or removed.
+        return cls(path, int(length), kind, progress) if os.path.exists(path) else None
+
+
+_RUNNING: set[threading.Thread] = set()  # Computations of this process still going on.
+_PARTIAL: set[str] = set()  # Their partial files, removed if the process exits first.
+
+
+@atexit.register
+def _remove_partial_files() -> None:
+    for path in list(_PARTIAL):
+        remove_quietly(path)  # The daemon thread may still write to it: harmless, unlinked.
+
+
+def wait_for_background(timeout: float | None = None) -> None:
+    """Wait until this process's epoch-order computations have finished (and are cached)."""
+    for thread in list(_RUNNING):
+        thread.join(timeout)
+
+
+class EpochIds:
+    """The node's sample ids of one epoch, memory-mapped; the computation may still be going on.
+
+    ``wait(n)`` returns once the first ``n`` ids are final. If the process computing them ends
+    before that, this process computes them again (the same ids: the computation is pure).
+    """
+
+    def __init__(self, shared: SharedDir, cache_dir: str | None, name: str, key: bytes,
+                 steps: Callable[[], Iterator[np.ndarray | int]]) -> None:
+        self.shared, self.cache_dir, self.name, self.key = shared, cache_dir, name, key
+        self._steps = steps
+        self._marker = shared.file_path(f'{name}.where')
+        state = _State.read(self._marker)
+        if state is None or not state.done:
+            state = self._publish(stale_only=state is not None)
+        self._use(state)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _use(self, state: _State) -> None:
+        """Map the files ``state`` names (renamed meanwhile when done: then its new state)."""
+        for _ in range(100):
+            dtype = np.dtype(state.kind[3:])
+            try:
+                ids = np.memmap(state.path, dtype, 'r', offset=HEADER_BYTES,
+                                shape=(state.length // dtype.itemsize,))
+                progress = None if state.done else np.memmap(state.progress, np.int64, 'r',
+                                                             shape=(1,))
+            except FileNotFoundError:
+                state = _State.read(self._marker) or self._publish(stale_only=False)
+                continue
+            self._state, self.ids, self._progress = state, ids, progress
+            self._final = len(ids) if state.done else 0
+            return
+        raise RuntimeError(f'The epoch order files named by {self._marker} keep vanishing.')
+
+    def _publish(self, stale_only: bool) -> _State:
+        """Under the node's order lock: the current state, or a computation started anew."""
+        with self.shared.lock('order'):
+            state = _State.read(self._marker)
+            if state is not None and (state.done or (stale_only and self._computing())):
+                return state
+            if state is None or stale_only:
+                if state is not None:  # Partial, and nobody computes it any more.
+                    remove_quietly(state.path)
+                state = _start(self.shared, self.cache_dir, self.name, self.key, self._steps)
+                for old in glob.glob(self.shared.file_path('order-*.where')):
+                    if old != self._marker:
+                        remove_quietly(old)
+            return state
+
+    def _computing(self) -> bool:
+        lock = self.shared.lock(f'compute-{self.name}')
+        if not lock.acquire(blocking=False):
+            return True
+        lock.release()
+        return False
+
+    def wait(self, count: int) -> None:
+        """Return once the first ``count`` ids are final."""
+        delay = 0.0005
+        while count > self._final:
+            final = int(self._progress[0])  # type: ignore[index]
+            if final < 0:
+                raise RuntimeError(f'Computing the epoch order failed: '
+                                   f'{_error(self.shared, self.name)}')
+            self._final = final
+            if final >= count:
+                return
+            current = _State.read(self._marker)
+            if current is not None and current != self._state:  # Finished, or started over.
+                self._use(current)
+                continue
+            if not self._computing() and int(self._progress[0]) < count:  # type: ignore[index]
+                # Whoever computed stopped (its process ended) first: compute them here.
+                self._use(self._publish(stale_only=True))
+                continue
+            time.sleep(delay)
+            delay = min(2 * delay, 0.02)
+
+
+def _error(shared: SharedDir, name: str) -> str:
+    try:
+        with open(shared.file_path(f'{name}.error')) as file:
+            return file.read()
+    except OSError:
+        return 'no details'
+
+
+def _temp_in(directory: str, name: str) -> tuple[int, str] | None:
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for stale in glob.glob(os.path.join(directory, f'.order-*{TEMP_SUFFIX}')):
+            if time.time() - _mtime(stale) > _STALE_TEMP_SECONDS:  # Left by a killed process.
+                remove_quietly(stale)
+        return create_temp(os.path.join(directory, name))
+    except OSError:
+        return None
+
+
+def _start(shared: SharedDir, cache_dir: str | None, name: str, key: bytes,
+           steps_of: Callable[[], Iterator[np.ndarray | int]]) -> _State:
+    """A valid cached file for ``key``, or a computation started in a background thread."""
+    marker = shared.file_path(f'{name}.where')
+    if cache_dir is not None:
+        path = os.path.join(cache_dir, name)
+        for kind in (_kind(np.int32), _kind(np.int64)):
+            length = verify_checked(path, key, kind)
+            if length is not None:
+                os.utime(path)  # Most recently used: kept longest.
+                state = _State(path, length, kind, '')
+                atomic_write(marker, state.encode())
+                return state
+    steps = steps_of()
+    ids: np.ndarray = next(steps)  # type: ignore[assignment]
+    directory, made = cache_dir, None
+    if directory is not None:
+        made = _temp_in(directory, name)
+    if made is None:
+        directory, made = shared.path, _temp_in(shared.path, name)
+    assert made is not None and directory is not None
+    fd, temp = made
+    os.ftruncate(fd, HEADER_BYTES + ids.nbytes)
+    for old in glob.glob(shared.file_path(f'{name}.progress-*')):
+        remove_quietly(old)  # Maps of them stay valid: their waiters notice the new marker.
+    progress_path = shared.file_path(f'{name}.progress-{os.path.basename(temp)[-16:]}')
+    atomic_write(progress_path, np.zeros(1, np.int64).tobytes())
+    remove_quietly(shared.file_path(f'{name}.error'))
+    state = _State(temp, ids.nbytes, _kind(ids.dtype), progress_path)
+    _PARTIAL.add(temp)
+    started = threading.Event()
+    job = _Computation(shared, name, key, ids, steps, fd, temp, directory, state, started)
+    thread = threading.Thread(target=job.run, name='streaming-epoch-order', daemon=True)
+    _RUNNING.add(thread)
+    thread.start()
+    started.wait()  # It holds the compute lock before anyone can see the marker.
+    atomic_write(marker, state.encode())
+    return state
+
+
+class _Computation:
+    """Computes the ids, writing each part to the file as it becomes final."""
+
+    def __init__(self, shared: SharedDir, name: str, key: bytes, ids: np.ndarray,
+                 steps: Iterator[np.ndarray | int], fd: int, temp: str, directory: str,
+                 state: _State, started: threading.Event) -> None:
+        self.shared, self.name, self.key, self.ids, self.steps = shared, name, key, ids, steps
+        self.fd, self.temp, self.directory, self.state = fd, temp, directory, state
+        self.started = started
+
+    def run(self) -> None:
+        lock = self.shared.lock(f'compute-{self.name}')
+        lock.acquire()
+        self.started.set()
+        progress = np.memmap(self.state.progress, np.int64, 'r+', shape=(1,))
+        try:
+            hasher, done, itemsize = xxhash.xxh3_64(), 0, self.ids.itemsize
+            for final in self.steps:
+                part = memoryview(self.ids[done:int(final)]).cast('B')  # type: ignore[misc]
+                _pwrite_all(self.fd, part, HEADER_BYTES + done * itemsize)
+                hasher.update(part)
+                done = int(final)  # type: ignore[arg-type]
+                progress[0] = done
+            _pwrite_all(self.fd, memoryview(pack_header(self.key, self.state.kind,
+                                                        self.state.length,
+                                                        hasher.intdigest())), 0)
+            os.close(self.fd)
+            path = os.path.join(self.directory, self.name)
+            publish(self.temp, path)
+            atomic_write(self.shared.file_path(f'{self.name}.where'),
+                         _State(path, self.state.length, self.state.kind, '').encode())
+            _prune(self.directory, path)
+        except BaseException as error:  # Waiters elsewhere are told; the next ask recomputes.
+            atomic_write(self.shared.file_path(f'{self.name}.error'),
+                         f'{type(error).__name__}: {error}')
+            progress[0] = -1
+            remove_quietly(self.shared.file_path(f'{self.name}.where'))
+            remove_quietly(self.temp)
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            raise
+        finally:
+            _PARTIAL.discard(self.temp)
+            lock.release()
+            _RUNNING.discard(threading.current_thread())
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    while len(data):
+        written = os.pwrite(fd, data, offset)
+        data, offset = data[written:], offset + written
+
+
+def _prune(directory: str, keep: str) -> None:
+    """Keep the newest ``_KEEP`` orders of ``directory`` (maps of the others stay valid)."""
+    old = sorted(glob.glob(os.path.join(directory, 'order-*.ids')), key=_mtime, reverse=True)
+    for stale in old[_KEEP:]:
+        if stale != keep:
+            remove_quietly(stale)
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def shared_epoch_ids(shared: SharedDir, cache_dir: str | None, inputs: dict[str, Any],
+                     steps: Callable[[], Iterator[np.ndarray | int]]) -> EpochIds:
+    """The epoch's sample ids, computed at most once per node (see ``EpochIds``).
+
+    ``inputs`` are everything ``steps`` (``order.exact.epoch_id_steps``) depends on;
+    ``cache_dir`` is where to keep the ids across runs (None: only in the node's shared
+    directory, for this job).
+    """
+    key = digest({**inputs, 'version': _VERSION})
+    return EpochIds(shared, cache_dir, f'order-{key.hex()[:32]}.ids', key, steps)
+
+
+class WorkerOrder:
+    """One worker's sample ids for the epoch (``-1``: none), produced a slice at a time.
+
+    Behaves as the 1-D array ``order[node, rank, worker].reshape(-1)`` for ``len`` and slices.
+    """
+
+    def __init__(self, ids: EpochIds, dealing: Dealing, node: int, rank: int,
+                 worker: int) -> None:
+        self.ids, self.dealing = ids, dealing
+        self.node, self.rank, self.worker = node, rank, worker
+
+    def __len__(self) -> int:
+        return self.dealing.slots_per_worker
+
+    def __getitem__(self, item: slice) -> np.ndarray:
+        if not isinstance(item, slice):
+            raise TypeError('WorkerOrder supports slices only')
+        start, stop, step = item.indices(len(self))
+        if step != 1:
+            raise TypeError('WorkerOrder supports slices with step 1 only')
+        positions = self.dealing.positions(self.node, self.rank, self.worker, start, stop)
+        if len(positions):
+            self.ids.wait(int(positions.max()) + 1)
+        return take_ids(self.ids.ids, positions)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self[:]
+        return out if dtype is None else out.astype(dtype)

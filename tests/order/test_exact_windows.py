@@ -1,0 +1,48 @@
+"""py1e sorts a row a window of positions at a time; the result is one global sort's.
+
+The oracle tests compare with the reference on epochs smaller than one window; these epochs
+span several windows (and rows), checked against a plain version that draws every shift of a
+row first and sorts the whole row at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streaming.order import spans
+
+
+def _plain_py1e(sizes: np.ndarray, rows: int, seed: int, epoch: int, block: int) -> np.ndarray:
+    run_rng, epoch_rng = np.random.default_rng(seed), np.random.default_rng(seed + epoch)
+    begin = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    order = run_rng.permutation(len(sizes))
+    cut = spans._permute_rows(spans.cut_rows(begin[order], sizes[order], rows), epoch_rng)
+    ids = spans._ragged_arange(cut.begin, cut.length)
+    out, start = [], 0
+    for row in range(cut.num_rows):
+        lengths = cut.length[cut.row(row)]
+        row_ids = ids[start:start + int(lengths.sum())]
+        start += len(row_ids)
+        for offset, length in zip(np.cumsum(lengths) - lengths, lengths):
+            if length > 1:
+                epoch_rng.shuffle(row_ids[offset:offset + length])
+        position = np.arange(len(row_ids), dtype=np.float64)
+        offset = 0
+        for length in lengths.tolist():
+            window = int(epoch_rng.integers(int(0.75 * block), int(1.25 * block)))
+            half = max((window - length) / 2, 0)
+            low, high = max(-half, -offset), min(half, len(row_ids) - offset - length)
+            position[offset:offset + length] += epoch_rng.uniform(low, high, length)
+            offset += length
+        out.append(row_ids[np.argsort(position, kind='stable')])
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize('rows,block', [(1, 3_000), (1, 900_000), (2, 200_000), (3, 40_000)])
+def test_windowed_py1e_equals_one_sort_per_row(rows: int, block: int) -> None:
+    rng = np.random.default_rng(rows * 7 + block)
+    sizes = rng.integers(1, 3_000, 1_600)  # About 2.4M samples: 2-3 windows per row.
+    want = _plain_py1e(sizes, rows, 17, 2, block)
+    got = spans.shuffle_positions('py1e', sizes, rows, 17, 2, block)
+    assert np.array_equal(got, want)
