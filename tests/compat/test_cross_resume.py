@@ -46,6 +46,7 @@ AGAIN_AFTER = 2  # as in resume_driver.py
 # Shuffle settings by name: one line per algorithm.
 SHUFFLES = {
     'py1e': {'shuffle': True, 'shuffle_algo': 'py1e', 'shuffle_block_size': 100},
+    'py1br': {'shuffle': True, 'shuffle_algo': 'py1br', 'shuffle_block_size': 100},
     'py1s': {'shuffle': True, 'shuffle_algo': 'py1s'},
     'py2s': {'shuffle': True, 'shuffle_algo': 'py2s'},
     'naive': {'shuffle': True, 'shuffle_algo': 'naive'},
