@@ -28,7 +28,12 @@ import numpy as np
 from streaming.dataset.checked_file import digest, read_checked, write_checked
 from streaming.format import Reader, reader_from_json
 from streaming.format.index import load_index
-from streaming.format.registry import check_safe_encodings, get_formats, unsafe_encodings
+from streaming.format.registry import (
+    check_safe_encodings,
+    get_format,
+    get_formats,
+    unsafe_encodings,
+)
 
 __all__ = ['IndexDict', 'IndexSummary', 'LazyShards', 'ShardTable', 'index_key',
            'load_summary', 'save_summary']
@@ -76,16 +81,31 @@ class IndexSummary:
         return names, sizes
 
     @classmethod
-    def build(cls, entries: list[dict[str, Any]], readers: Sequence[Reader]) -> IndexSummary:
+    def build(cls, entries: list[dict[str, Any]]) -> IndexSummary | None:
+        """The summary of validated index entries.
+
+        None if a format's files are not ``raw_*``/``zip_*`` pairs (then readers are built from
+        the entries at once, as they are).
+        """
+        samples, raw_sizes, max_sizes, files = [], [], [], []
+        for entry in entries:
+            keys = get_format(entry['format']).file_keys
+            raws = [entry[k] for k in keys if k.startswith('raw_') and entry.get(k) is not None]
+            zips = [entry[k] for k in keys if k.startswith('zip_') and entry.get(k) is not None]
+            if len(keys) != 2 * sum(k.startswith('raw_') for k in keys):
+                return None
+            raw_size = sum(raw['bytes'] for raw in raws)
+            zip_size = sum(z['bytes'] for z in zips) if len(zips) == len(raws) else 0
+            samples.append(entry['samples'])
+            raw_sizes.append(raw_size)
+            max_sizes.append(raw_size + zip_size)
+            files.append([f'{raw["basename"]}\t{raw["bytes"]}' for raw in raws])
         texts = [json.dumps(entry, separators=(',', ':')).encode() for entry in entries]
-        files = [[f'{raw["basename"]}\t{raw["bytes"]}' for raw, _ in reader.file_pairs]
-                 for reader in readers]
         file_offsets = np.zeros(len(files) + 1, np.int64)
         np.cumsum([len(f) for f in files], out=file_offsets[1:])
-        return cls(np.array([r.samples for r in readers], np.int64),
+        return cls(np.array(samples, np.int64),
                    np.array([bool(unsafe_encodings(entry)) for entry in entries], bool),
-                   np.array([r.get_raw_size() for r in readers], np.int64),
-                   np.array([r.get_max_size() for r in readers], np.int64),
+                   np.array(raw_sizes, np.int64), np.array(max_sizes, np.int64),
                    _offsets(texts), b''.join(texts), file_offsets,
                    '\n'.join(line for lines in files for line in lines).encode())
 

@@ -261,15 +261,20 @@ class Stream:
         """
         path = os.path.join(self.local_dir, INDEX_BASENAME)
         summary = getattr(index, 'summary', None)
-        if summary is not None and (allow_unsafe_types or not summary.unsafe.any()):
+        key = getattr(index, 'key', None)
+        if summary is None and key is not None:  # Parsed just now: summarise it.
+            summary = IndexSummary.build(index['shards'])
+            if summary is not None and self.write_index_summary:
+                save_summary(self.local_dir, key, summary)
+        if summary is not None:
+            if not allow_unsafe_types and summary.unsafe.any():
+                first = int(np.flatnonzero(summary.unsafe)[0])
+                check_safe_encodings(f'{path}, shard {first}', summary.entry(first), False)
             return LazyShards(summary, self.local, self.split, allow_unsafe_types, path)
         shards = []
         for i, entry in enumerate(index['shards']):
             check_safe_encodings(f'{path}, shard {i}', entry, allow_unsafe_types)
             shards.append(reader_from_json(self.local, self.split, entry, validate=False))
-        key = getattr(index, 'key', None)
-        if key is not None and summary is None and self.write_index_summary:
-            save_summary(self.local_dir, key, IndexSummary.build(index['shards'], shards))
         return shards
 
     def check_inside(self, path: str) -> None:

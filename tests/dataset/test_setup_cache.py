@@ -87,7 +87,7 @@ def test_caches_are_written_then_used_and_give_the_uncached_order(tmp_path) -> N
     assert uncached['ids'] == expected
     assert not os.path.exists(os.path.join(local, '.shardflow'))
     cold = _run(**args)
-    assert cold['ids'] == expected and cold['lazy'] == 'list'
+    assert cold['ids'] == expected and cold['lazy'] == 'LazyShards'
     order_file, = _order_files(local)
     summary = os.path.join(local, '.shardflow', 'index.bin')
     stamps = _inode(order_file), _inode(summary)
@@ -121,9 +121,11 @@ def test_another_seed_or_a_rewritten_index_is_not_served_from_the_caches(tmp_pat
             os.remove(os.path.join(local, name))
     for name in os.listdir(other_dir):
         os.rename(os.path.join(other_dir, name), os.path.join(local, name))
+    summary = os.path.join(local, '.shardflow', 'index.bin')
+    stamp = _inode(summary)
     got = _run(local=local, batch_size=10, shuffle=True)
-    assert got['lazy'] == 'list' and got['ids'] == _expected(local, 10)
-    assert sorted(got['ids']) == list(range(1500))
+    assert got['ids'] == _expected(local, 10) and sorted(got['ids']) == list(range(1500))
+    assert _inode(summary) != stamp  # Rewritten for the new index.
 
 
 @pytest.mark.parametrize('damage', ['truncate', 'flip', 'header'])
@@ -142,10 +144,15 @@ def test_a_damaged_cache_file_is_ignored_and_rewritten(tmp_path, damage: str) ->
         else:
             data[:8] = b'garbage!'
         open(path, 'wb').write(bytes(data))
+    stamps = _inode(order_file), _inode(summary)
     got = _run(local=local, batch_size=10, shuffle=True)
-    assert got['ids'] == expected and got['lazy'] == 'list'  # Neither cache was used,
+    assert got['ids'] == expected
+    order_file, = _order_files(local)
+    assert _inode(order_file) != stamps[0] and _inode(summary) != stamps[1]  # Both rewritten,
+    stamps = _inode(order_file), _inode(summary)
     again = _run(local=local, batch_size=10, shuffle=True)
-    assert again['ids'] == expected and again['lazy'] == 'LazyShards'  # both were rewritten.
+    assert again['ids'] == expected
+    assert (_inode(order_file), _inode(summary)) == stamps  # and used next time.
 
 
 def _ids_inputs(sizes: np.ndarray, seed: int = 3, epoch: int = 1) -> dict:
