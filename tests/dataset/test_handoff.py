@@ -179,10 +179,13 @@ def test_nothing_stays_mapped_after_a_worker_is_killed(monkeypatch, big, loader_
     if loader_cls is DataLoader:  # StreamingDataLoader does this itself when iteration ends.
         handoff.release_dead_workers()
     assert handoff.mapped_rings() == 0 and _maps_of_ring() == 0
-    # The ring is memfds, never files: nothing new of ours (or of torch's) in /dev/shm.
+    # The ring is memfds, never files: nothing new of ours (or of torch's) in /dev/shm. torch
+    # names its files torch_<pid>_...: only this process's and its workers' count (a test in
+    # another pytest-xdist process may have files of its own there meanwhile).
     shm_after = set(os.listdir('/dev/shm')) if os.path.isdir('/dev/shm') else set()
+    ours = tuple(f'torch_{pid}_' for pid in [os.getpid(), *(w.pid for w in workers)])
     assert not {name for name in shm_after - shm_before
-                if name.startswith(('shardflow-batch', 'torch_'))}
+                if name.startswith(('shardflow-batch', *ours))}
 
 
 def test_resumption_stays_exact(monkeypatch, big, tmp_path) -> None:

@@ -46,3 +46,21 @@ def test_windowed_py1e_equals_one_sort_per_row(rows: int, block: int) -> None:
     want = _plain_py1e(sizes, rows, 17, 2, block)
     got = spans.shuffle_positions('py1e', sizes, rows, 17, 2, block)
     assert np.array_equal(got, want)
+
+
+def test_epoch_sized_arrays_live_in_their_own_map_and_hold_the_same_ids():
+    """Arrays past the threshold come from a private anonymous map (no huge-page advice)."""
+    import mmap
+
+    def mapped(array: np.ndarray) -> bool:
+        return isinstance(getattr(array.base, 'obj', None), mmap.mmap)
+
+    assert not mapped(spans.fresh_array(1000, np.int32))
+    count = spans._PRIVATE_MAP_BYTES // 4 + 3
+    big = spans.fresh_array(count, np.int32)
+    assert mapped(big) and big.flags.writeable
+    assert (len(big), big.dtype) == (count, np.int32)
+    begin, length = np.array([7, 0, 500]), np.array([count - 5, 0, 5])
+    ids = spans._ragged_arange(begin, length, np.int32)
+    assert mapped(ids)
+    assert np.array_equal(ids, np.concatenate([np.arange(7, 7 + count - 5), np.arange(500, 505)]))
