@@ -36,6 +36,11 @@ QUALITY_ALGOS = ('py1e', 'py1br', 'py1b', 'py1s', 'py2s', 'naive')
 
 
 def _peak_mb() -> float:
+    """This process's own peak (``ru_maxrss`` would include the parent's, carried over)."""
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

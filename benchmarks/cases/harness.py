@@ -214,11 +214,26 @@ os.replace(sys.argv[2] + '.tmp', sys.argv[2])
 
 
 def peak_rss_mb(children: bool = False) -> float:
-    """Peak resident set size of this process (plus its reaped children) in MiB."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """Peak resident set size of this process (plus its largest reaped child) in MiB.
+
+    The process's own peak is ``VmHWM``: Linux carries ``ru_maxrss`` over from the parent
+    through fork and exec, so a worker started by a big runner would report the runner's peak.
+    """
+    peak = _own_peak_kib()
     if children:
         peak += resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return peak / 1024  # ru_maxrss is in KiB on Linux.
+    return peak / 1024  # Both are in KiB on Linux.
+
+
+def _own_peak_kib() -> int:
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith('VmHWM:'):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def current_rss_mb() -> float:
