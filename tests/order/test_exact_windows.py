@@ -64,3 +64,17 @@ def test_epoch_sized_arrays_live_in_their_own_map_and_hold_the_same_ids():
     ids = spans._ragged_arange(begin, length, np.int32)
     assert mapped(ids)
     assert np.array_equal(ids, np.concatenate([np.arange(7, 7 + count - 5), np.arange(500, 505)]))
+
+
+def test_epoch_sized_arrays_are_copy_on_write_after_a_fork():
+    """A forked process (a DataLoader worker) writing to one does not change the parent's."""
+    import os
+
+    big = spans.fresh_array(spans._PRIVATE_MAP_BYTES // 4, np.int32)
+    big[:] = 5
+    pid = os.fork()
+    if pid == 0:
+        big[:] = 9
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert big[0] == 5 and big[-1] == 5
