@@ -1,12 +1,13 @@
-"""Small helpers: human-readable sizes and counts, list arguments, retry."""
+"""Small helpers: human-readable sizes and counts, list arguments, retry, pausing the GC."""
 
 from __future__ import annotations
 
+import gc
 import time
 
 import pytest
 
-from streaming.util import bytes_to_int, get_list_arg, number_abbrev_to_int, retry
+from streaming.util import bytes_to_int, gc_paused, get_list_arg, number_abbrev_to_int, retry
 
 
 @pytest.mark.parametrize('text,value', [
@@ -147,3 +148,21 @@ def test_retry_clean_up_runs_between_attempts() -> None:
 def test_retry_rejects_zero_attempts() -> None:
     with pytest.raises(ValueError, match='num_attempts'):
         retry(OSError, num_attempts=0)
+
+
+def test_gc_paused_restores_the_collector_state() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        with gc_paused():
+            raise ValueError('inside')
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # A caller that turned it off keeps it off.
+    finally:
+        gc.enable()

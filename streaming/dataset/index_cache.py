@@ -34,6 +34,7 @@ from streaming.format.registry import (
     get_formats,
     unsafe_encodings,
 )
+from streaming.util import gc_paused
 
 __all__ = ['IndexDict', 'IndexSummary', 'LazyShards', 'ShardTable', 'index_key',
            'load_summary', 'save_summary']
@@ -87,6 +88,11 @@ class IndexSummary:
         None if a format's files are not ``raw_*``/``zip_*`` pairs (then readers are built from
         the entries at once, as they are).
         """
+        with gc_paused():
+            return cls._build(entries)
+
+    @classmethod
+    def _build(cls, entries: list[dict[str, Any]]) -> IndexSummary | None:
         samples, raw_sizes, max_sizes, files = [], [], [], []
         for entry in entries:
             keys = get_format(entry['format']).file_keys

@@ -22,6 +22,7 @@ from streaming.format.schema import (
     check_int,
     check_str,
 )
+from streaming.util import gc_paused
 
 __all__ = ['INDEX_BASENAME', 'FileInfo', 'get_index_basename', 'load_index', 'dump_index',
            'write_index', 'validate_shard_entry', 'check_same_lengths', 'shard_basenames',
@@ -135,6 +136,11 @@ def load_index(path: str, text: bytes | None = None) -> dict[str, Any]:
     """
     if text is None:
         text = read_index_bytes(path)
+    with gc_paused():
+        return _parse_index(path, text)
+
+
+def _parse_index(path: str, text: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

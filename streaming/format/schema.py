@@ -8,6 +8,7 @@ and names the offending key.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Iterable, Mapping
 
 from streaming.errors import IndexFileError
@@ -20,6 +21,7 @@ MAX_SAMPLES = (1 << 32) - 2
 MAX_RAW_BYTES = (1 << 32) - 1
 MAX_ZIP_BYTES = 1 << 33  # A compressed file may be a little larger than its raw form.
 MAX_NAME_CHARS = 4096
+_HEX = re.compile('[0-9a-fA-F]+')
 
 
 def _fail(where: str, key: str, problem: str) -> IndexFileError:
@@ -64,8 +66,8 @@ def check_file_info(where: str, key: str, info: Any, high: int) -> None:
     check_int(where, f'{key}.bytes', info.get('bytes'), 0, high)
     hashes = info.get('hashes', {})
     if not isinstance(hashes, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and v and
-            all(c in '0123456789abcdefABCDEF' for c in v) for k, v in hashes.items()):
+            isinstance(k, str) and isinstance(v, str) and _HEX.fullmatch(v)
+            for k, v in hashes.items()):
         raise _fail(where, f'{key}.hashes', f'must map algorithm names to hex digests, got '
                     f'{_short(hashes)}.')
 

@@ -53,6 +53,8 @@ MDS_EDITS = [
     ('raw_data.basename', _set('raw_data.basename', ['x'])),
     ('raw_data.hashes', _set('raw_data.hashes', {'sha1': 5})),
     ('raw_data.hashes', _set('raw_data.hashes', {'sha1': 'not hex'})),
+    ('raw_data.hashes', _set('raw_data.hashes', {'sha1': ''})),
+    ('raw_data.hashes', _set('raw_data.hashes', {'sha1': 'abc\n'})),
     ('raw_data.hashes', _set('raw_data.hashes', ['sha1'])),
     ('hashes', _set('hashes', 'sha1')),
     ('hashes', _set('hashes', [1])),
