@@ -228,8 +228,11 @@ _maps = Maps()
 
 def release_dead_workers() -> None:
     """Unmap the rings of DataLoader worker processes that have exited."""
-    with _maps.lock:
-        _maps.drop_dead()
+    maps = _maps
+    if maps is None:  # At interpreter exit, once module globals are cleared: nothing to do.
+        return
+    with maps.lock:
+        maps.drop_dead()
 
 
 def mapped_rings() -> int:

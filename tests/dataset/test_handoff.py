@@ -210,3 +210,24 @@ def test_resumption_stays_exact(monkeypatch, big, tmp_path) -> None:
     rest = [i for b in second for i in b['id'].tolist()]
     assert sorted(seen + rest) == list(range(SAMPLES))
     assert second.num_samples_yielded == SAMPLES - 48
+
+
+@pytest.mark.parametrize('num_workers', [0, 2])
+def test_a_loader_left_mid_epoch_exits_quietly(big, num_workers) -> None:
+    """A loader's iterator kept in a global, one batch taken, then exit: the unfinished iterator
+    is closed while the interpreter tears modules down, and must not print an ignored exception
+    then."""
+    import subprocess
+    import sys
+    script = ('import sys\n'
+              'from streaming import StreamingDataLoader, StreamingDataset\n'
+              'dataset = StreamingDataset(local=sys.argv[1], batch_size=8, shuffle=True)\n'
+              'loader = StreamingDataLoader(dataset, batch_size=8, num_workers=int(sys.argv[2]))\n'
+              'batches = iter(loader)\n'
+              'batch = next(batches)\n'
+              'print(len(batch["id"]))\n')
+    done = subprocess.run([sys.executable, '-c', script, big, str(num_workers)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == '8'
+    assert 'Traceback' not in done.stderr and 'Exception ignored' not in done.stderr, done.stderr
