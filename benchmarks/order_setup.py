@@ -2,7 +2,7 @@
 
 Times ``streaming.order.get_epoch_order`` (shuffled, py1e, default block size) for 10M and 100M
 samples over 50k shards, on 1 rank x 1 worker and 8 ranks x 4 workers, each in a fresh process
-so that peak RSS (``resource.getrusage``) is its own. The reference (mosaicml-streaming 0.13.0,
+so that peak RSS (``VmHWM``) is its own. The reference (mosaicml-streaming 0.13.0,
 run with its own interpreter) does the same work with ``get_partitions`` + ``get_shuffle`` and the
 id lookup its dataset performs. ``--quality`` compares the shuffles' mixing instead.
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -29,19 +28,13 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, 'cases'))
+from harness import peak_rss_mb  # noqa: E402  (stdlib only; shared with the case scripts)
+
 REFERENCE_PYTHONS = ('~/.cache/shardflow/reference-0.13.0/bin/python',
                      '~/.cache/oracle-probe/bin/python')
 SEED, EPOCH, BATCH = 9176, 0, 32
 QUALITY_ALGOS = ('py1e', 'py1br', 'py1b', 'py1s', 'py2s', 'naive')
-
-
-def _peak_mb() -> float:
-    """This process's own peak (``ru_maxrss`` would include the parent's, carried over)."""
-    with open('/proc/self/status') as f:
-        for line in f:
-            if line.startswith('VmHWM:'):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _shard_sizes(samples: int, shards: int) -> np.ndarray:
@@ -94,7 +87,7 @@ def child(which: str, samples: int, shards: int, ranks: int, workers: int, algo:
     else:
         import streaming.order  # noqa: F401  (so that the baseline includes the import)
     sizes = _shard_sizes(samples, shards)
-    baseline = _peak_mb()
+    baseline = peak_rss_mb()
     start = time.perf_counter()
     block = max(4_000_000 // canonical, 1 << 18)
     if which == 'reference':
@@ -103,7 +96,7 @@ def child(which: str, samples: int, shards: int, ranks: int, workers: int, algo:
         order = _our_order(sizes, algo, canonical, ranks, workers, BATCH, block, EPOCH, passes,
                            batching)
     seconds = time.perf_counter() - start
-    print(json.dumps({'seconds': seconds, 'peak_mb': _peak_mb(), 'baseline_mb': baseline,
+    print(json.dumps({'seconds': seconds, 'peak_mb': peak_rss_mb(), 'baseline_mb': baseline,
                       'output_mb': order.nbytes / 2**20}))
 
 

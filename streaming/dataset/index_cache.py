@@ -82,17 +82,13 @@ class IndexSummary:
         return names, sizes
 
     @classmethod
+    @gc_paused()
     def build(cls, entries: list[dict[str, Any]]) -> IndexSummary | None:
         """The summary of validated index entries.
 
         None if a format's files are not ``raw_*``/``zip_*`` pairs (then readers are built from
         the entries at once, as they are).
         """
-        with gc_paused():
-            return cls._build(entries)
-
-    @classmethod
-    def _build(cls, entries: list[dict[str, Any]]) -> IndexSummary | None:
         samples, raw_sizes, max_sizes, files = [], [], [], []
         for entry in entries:
             keys = get_format(entry['format']).file_keys

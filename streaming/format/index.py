@@ -129,6 +129,7 @@ def read_index_bytes(path: str) -> bytes:
                                 f'split)?') from None
 
 
+@gc_paused()
 def load_index(path: str, text: bytes | None = None) -> dict[str, Any]:
     """Read and validate an ``index.json``; raise ``IndexFileError`` naming what is wrong.
 
@@ -136,11 +137,6 @@ def load_index(path: str, text: bytes | None = None) -> dict[str, Any]:
     """
     if text is None:
         text = read_index_bytes(path)
-    with gc_paused():
-        return _parse_index(path, text)
-
-
-def _parse_index(path: str, text: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
