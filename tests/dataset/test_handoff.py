@@ -11,6 +11,8 @@ import gc
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -217,8 +219,6 @@ def test_a_loader_left_mid_epoch_exits_quietly(big, num_workers) -> None:
     """A loader's iterator kept in a global, one batch taken, then exit: the unfinished iterator
     is closed while the interpreter tears modules down, and must not print an ignored exception
     then."""
-    import subprocess
-    import sys
     script = ('import sys\n'
               'from streaming import StreamingDataLoader, StreamingDataset\n'
               'dataset = StreamingDataset(local=sys.argv[1], batch_size=8, shuffle=True)\n'
