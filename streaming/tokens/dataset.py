@@ -9,6 +9,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from streaming.tokens.format import NpyLayout, ShardEntry, TokenFormatError, read_npy_layout
+from streaming.tokens.verify import ShardCorruptError, WindowCheck, await_verdict
 
 __all__ = ['TokenWindowDataset']
 
@@ -30,11 +31,19 @@ class TokenWindowDataset:
     ``ids``: the sample-id sidecar; it must hold exactly one uint64 per ``seq_len`` window, and a
     mismatch raises TokenFormatError naming both files. ``expected``: the shard's manifest entry;
     its token count and byte sizes are checked too.
+
+    ``verify=True`` (needs ``ids``): every window is hashed and compared with its sidecar id
+    before it is first served (by ``window``, ``[]``, ``batch`` or iteration; the raw
+    ``tokens``/``rows`` arrays are not checked), unless the shard carries a verified marker
+    (``streaming.tokens.verify``). A mismatch raises ``ShardCorruptError`` naming the shard,
+    window and both digests; with ``await_repair`` (seconds), it first waits for the process
+    that downloads this shard to fetch and verify it again, then maps the new copy.
     """
 
     def __init__(self, tokens: str, ids: str | None = None, *, seq_len: int,
                  labels: bool = False, raw_dtype: Any = None, as_tensor: bool = True,
-                 expected: ShardEntry | None = None) -> None:
+                 expected: ShardEntry | None = None, verify: bool = False,
+                 await_repair: float | None = None, shard: int | None = None) -> None:
         if int(seq_len) <= 0:
             raise ValueError(f'seq_len must be a positive number of tokens, got {seq_len!r}.')
         self.path, self.ids_path = os.fspath(tokens), (os.fspath(ids) if ids else None)
@@ -49,6 +58,11 @@ class TokenWindowDataset:
         self._ids: np.ndarray | None = None
         self._tensor: Any = None
         self._rows: np.ndarray | None = None
+        if verify and self.ids_path is None:
+            raise ValueError(f'{self.path}: verify=True needs the sample-id sidecar (ids=).')
+        self.shard, self.await_repair = shard, await_repair
+        self.verifier = WindowCheck(self.path, self.ids_path, self.seq_len, self.num_windows) \
+            if verify and self.ids_path else None
 
     def _check(self, expected: ShardEntry | None) -> None:
         whole = self.num_tokens // self.seq_len
@@ -147,8 +161,33 @@ class TokenWindowDataset:
         if not isinstance(index, (int, np.integer)):
             return self.batch(index)
         start = self._start(index)
+        if self.verifier is not None and not self.verifier.done:
+            self._verified(np.array([start // self.seq_len]),
+                           [self.tokens[start:start + self.seq_len]])
         source = self.tensor if self.as_tensor else self.tokens
         return source[start:start + self.seq_len + self.labels]
+
+    def _verified(self, indices: np.ndarray, rows: Any) -> bool:
+        """Check the windows ``indices`` (whose bytes are ``rows``) not checked yet.
+
+        Returns True if the shard was mapped again after a repair (the caller reads again).
+        """
+        verifier = self.verifier
+        assert verifier is not None
+        todo = verifier.unchecked(indices)
+        if not len(todo):
+            return False
+        mismatch = verifier.check(indices[todo], [rows[k] for k in todo.tolist()], self.ids)
+        if mismatch is None:
+            return False
+        if self.await_repair is None:
+            raise ShardCorruptError(self.shard, mismatch, False)
+        await_verdict(self.path, verifier.ids_path, self.seq_len, self.shard, mismatch,
+                      self.await_repair)
+        self.close()
+        self.verifier = WindowCheck(self.path, verifier.ids_path, self.seq_len,
+                                    self.num_windows)
+        return True
 
     def batch(self, indices: Any) -> Any:
         """Windows ``indices`` gathered into one new ``(len(indices), window)`` array/tensor.
@@ -162,6 +201,10 @@ class TokenWindowDataset:
         except IndexError:
             raise IndexError(f'window indices must lie in [0, {self.num_windows}) for '
                              f'{self.path}; got {list(indices)[:8]}...') from None
+        if self.verifier is not None and not self.verifier.done:
+            flat = np.asarray(indices, np.int64).reshape(-1) % max(1, self.num_windows)
+            if self._verified(flat, out.reshape(len(flat), -1)):
+                return self.batch(indices)
         if not self.as_tensor:
             return out
         import torch
@@ -172,11 +215,20 @@ class TokenWindowDataset:
             yield self[index]
 
     def sample_id(self, index: int) -> int:
-        """The sidecar's id of window ``index`` (its ``seq_len`` tokens' fingerprint)."""
+        """The sidecar's id of window ``index``: what receipts of trained windows record.
+
+        The 8-byte blake2b digest of the window's first ``seq_len`` tokens' bytes (the label
+        token of ``labels=True`` is not included), read as a little-endian uint64: equal to
+        ``int.from_bytes(hashlib.blake2b(dataset.window(index)[:seq_len].tobytes(),
+        digest_size=8).digest(), 'little')``. It is read from the sidecar, not computed; with
+        ``verify=True`` the window's bytes were checked against it before being served.
+        Negative indices count from the end; IndexError outside the shard.
+        """
         ids = self.ids
         if ids is None:
             raise TokenFormatError(f'{self.path}: no sample-id sidecar was given.')
-        return int(ids[index])
+        start = self._start(index)
+        return int(ids[start // self.seq_len])
 
     def __repr__(self) -> str:
         return (f'TokenWindowDataset({self.path!r}, {self.num_windows} windows of '

@@ -29,6 +29,8 @@ MANIFEST = 'manifest.json'
 FORMAT = 'streaming-tokens'
 HEADER_BYTES = 128
 TOKEN_DTYPES = ('uint16', 'uint32')
+# Which of a file's manifest checksums to check, first found first.
+HASH_PREFERENCE = ('xxh3_128', 'xxh128', 'xxh64', 'sha256', 'sha1', 'md5')
 _MAGIC = b'\x93NUMPY'
 
 

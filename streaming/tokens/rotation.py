@@ -26,6 +26,7 @@ from typing import Any, Sequence
 from streaming.tokens.dataset import TokenWindowDataset
 from streaming.tokens.sampler import EpochSampler
 from streaming.tokens.store import OVERHEAD, RemoteShard, ShardStore
+from streaming.tokens.verify import ShardCorruptError
 
 __all__ = ['DiskBudgetError', 'ShardRotation']
 
@@ -48,8 +49,12 @@ class ShardRotation:
     ``streaming.world.World.detect()``). ``downloader``: whether this process downloads and evicts
     (default: local rank 0; rank 0 only with ``shared_filesystem=True``).
     ``retries``/``timeout``: per file, as in ``download_file``. ``stall_timeout``: how long a
-    waiting rank tolerates no download progress. The remaining options go to
-    ``TokenWindowDataset``.
+    waiting rank tolerates no download progress. ``verify``: check every window against the
+    sidecar (and the manifest's checksums): a prefetched shard in the background right after
+    its download, before the swap; a shard that becomes active unverified (the first one, or
+    one found on disk without a verified marker) window by window before use while a
+    background pass finishes it. A mismatch costs one verified re-download of the shard, then
+    ``ShardCorruptError``. The remaining options go to ``TokenWindowDataset``.
     """
 
     def __init__(self, shards: Sequence[RemoteShard], local: str, *, seq_len: int,
@@ -58,7 +63,7 @@ class ShardRotation:
                  start_shard: int | None = None, world: Any = None,
                  downloader: bool | None = None, shared_filesystem: bool = False,
                  retries: int = 4, timeout: float = 60.0, stall_timeout: float = 600.0,
-                 raw_dtype: Any = None) -> None:
+                 raw_dtype: Any = None, verify: bool = True) -> None:
         if not shards:
             raise ValueError('ShardRotation: shards is empty.')
         if keep is not None and keep < 1:
@@ -75,7 +80,8 @@ class ShardRotation:
         self.shards = list(shards)
         self.seq_len, self.labels, self.raw_dtype = seq_len, labels, raw_dtype
         self.keep, self.disk_budget, self.prefetch = keep, disk_budget, prefetch
-        self.steps_per_shard = steps_per_shard
+        self.steps_per_shard, self.verify = steps_per_shard, verify
+        self._verifier: Any = None  # A one-thread pool verifying an active, unverified shard.
         if world is None:
             from streaming.world import World
             world = World.detect()
@@ -200,6 +206,8 @@ class ShardRotation:
             self._queue.put(None)
             if wait:
                 thread.join()
+        if self._verifier is not None:
+            self._verifier.shutdown(wait=wait, cancel_futures=True)
         if self.dataset_ is not None:
             self.dataset_.close()
 
@@ -220,11 +228,16 @@ class ShardRotation:
             self.store.wait(shard)
         waited = time.monotonic() - started
         old = self.dataset_
+        checked = self.verify and shard.ids_name is not None
         self.dataset_ = TokenWindowDataset(
             self.store.path(shard.tokens_name),
             self.store.path(shard.ids_name) if shard.ids_name else None, seq_len=self.seq_len,
-            labels=self.labels, raw_dtype=self.raw_dtype, expected=shard.entry)
+            labels=self.labels, raw_dtype=self.raw_dtype, expected=shard.entry,
+            verify=checked, await_repair=self.store.stall_timeout, shard=shard.index)
         self.active = self.started
+        if self.verify and self.downloader and not self.store.verified(shard, self.seq_len):
+            self.dataset_.tokens, self.dataset_.ids  # noqa: B018 - mapped before any repair.
+            self._verify_in_background(position)
         if old is not None:
             old.close()
             self.last_wait = waited
@@ -253,6 +266,8 @@ class ShardRotation:
         if event is not None:
             event.wait()
         error = self._errors.pop(position, None)
+        if isinstance(error, ShardCorruptError):
+            raise error  # Already downloaded twice and checked: no third attempt.
         if error is not None:
             logger.warning('Fetching shard %d again in the foreground after: %s',
                            self.shards[position].index, error)
@@ -350,6 +365,22 @@ class ShardRotation:
                         shard.tokens_name)
             self.store.remove(shard)
 
+    def _verify_in_background(self, position: int) -> None:
+        """Verify the active shard off the training path (its windows are checked on use)."""
+        if self._verifier is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._verifier = ThreadPoolExecutor(1, thread_name_prefix='token-shard-verify')
+        shard = self.shards[position]
+
+        def run() -> None:
+            try:
+                self.store.verify(shard, self.seq_len, self.raw_dtype)
+            except FileNotFoundError:
+                logger.info('Shard %d left the disk before its verification ended.', shard.index)
+            except BaseException as error:  # noqa: BLE001 - the windows' checks raise it.
+                logger.error('%s', error)
+        self._verifier.submit(run)
+
     # ---- the background fetcher -------------------------------------------------------------
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -368,6 +399,8 @@ class ShardRotation:
                 self._evict(victims)
                 self._evicting.difference_update(victims)
                 self.store.fetch(self.shards[position])
+                if self.verify:
+                    self.store.verify(self.shards[position], self.seq_len, self.raw_dtype)
                 logger.info('Prefetched shard %d in %.1fs.', self.shards[position].index,
                             time.monotonic() - started)
             except BaseException as error:  # noqa: BLE001 - raised at the swap that needs it.

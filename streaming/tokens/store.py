@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from streaming.tokens.format import FileEntry, ShardEntry
+from streaming.tokens.format import HASH_PREFERENCE, FileEntry, ShardEntry
 
 __all__ = ['OVERHEAD', 'RemoteShard', 'ShardStore', 'ShardWaitTimeout']
 
@@ -25,7 +25,6 @@ logger = logging.getLogger(__name__)
 
 # Room reserved per shard, beyond its files, for the download journal and lock file.
 OVERHEAD = 64 << 10
-_HASH_PREFERENCE = ('xxh3_128', 'xxh128', 'xxh64', 'sha256', 'sha1', 'md5')
 
 
 class ShardWaitTimeout(TimeoutError):
@@ -55,7 +54,7 @@ def _check_for(entry: FileEntry | None):
     if entry is None or not entry.hashes:
         return None
     from streaming.storage.download import hash_check
-    algo = next((a for a in _HASH_PREFERENCE if a in entry.hashes), next(iter(entry.hashes)))
+    algo = next((a for a in HASH_PREFERENCE if a in entry.hashes), next(iter(entry.hashes)))
     return hash_check(algo, entry.hashes[algo])
 
 
@@ -162,6 +161,56 @@ class ShardStore:
                               size=entry.bytes if entry else None, check=_check_for(entry))
                 logger.info('Fetched %s in %.1fs.', name, time.monotonic() - started)
 
+    # ---- verification -------------------------------------------------------------------------
+    def verified(self, shard: RemoteShard, seq_len: int) -> bool:
+        """Whether ``shard`` on disk carries a valid verified marker (or has nothing to check)."""
+        from streaming.tokens.verify import is_verified
+        if not _checkable(shard):
+            return True
+        return is_verified(self.path(shard.tokens_name), self._ids_path(shard), seq_len)
+
+    def _ids_path(self, shard: RemoteShard) -> str | None:
+        return self.path(shard.ids_name) if shard.ids_name else None
+
+    def verify(self, shard: RemoteShard, seq_len: int, raw_dtype=None, *,
+               refetch: bool = True) -> None:
+        """Check every window of ``shard`` against its sidecar (and the manifest's checksums).
+
+        On a mismatch the shard is deleted and downloaded once more (``refetch``), then checked
+        again; a shard still wrong gets a corrupt marker and raises ShardCorruptError naming
+        the shard, window and both digests. A shard that passes gets a verified marker.
+        """
+        from streaming.tokens.format import read_npy_layout
+        from streaming.tokens.verify import (
+            ShardCorruptError,
+            find_mismatch,
+            mark_corrupt,
+            mark_verified,
+        )
+        if not _checkable(shard) or self.verified(shard, seq_len):
+            return
+        path, ids_path = self.path(shard.tokens_name), self._ids_path(shard)
+        for attempt in range(2 if refetch else 1):
+            layout = read_npy_layout(path, raw_dtype)
+            entry = shard.entry
+            started = time.monotonic()
+            mismatch = find_mismatch(path, ids_path, seq_len=seq_len, offset=layout.offset,
+                                     itemsize=layout.dtype.itemsize,
+                                     tokens_entry=entry.tokens if entry else None,
+                                     ids_entry=entry.ids if entry else None)
+            if mismatch is None:
+                mark_verified(path, ids_path, seq_len)
+                logger.info('Verified shard %d in %.1fs.', shard.index,
+                            time.monotonic() - started)
+                return
+            if attempt == 0 and refetch:
+                logger.warning('Shard %d is corrupt on disk (%s); downloading it again.',
+                               shard.index, mismatch.describe())
+                self.remove(shard)
+                self.fetch(shard)
+        mark_corrupt(path, shard.index, mismatch)
+        raise ShardCorruptError(shard.index, mismatch, refetch)
+
     def _clean_temporaries(self, shard: RemoteShard) -> None:
         """Temporary files of a killed download (never resumed; partial files are kept)."""
         for item in list(self._related(shard)):
@@ -189,6 +238,11 @@ class ShardStore:
                     f'download progress for {self.stall_timeout:g}s (stall_timeout); the '
                     f'process fetching it (local rank 0, or the holder of its lock) may have '
                     f'died.')
+
+
+def _checkable(shard: RemoteShard) -> bool:
+    """Whether there is anything to verify a shard against (a sidecar, or checksums)."""
+    return bool(shard.ids_name) or bool(shard.entry and shard.entry.tokens.hashes)
 
 
 def _try_lock(fd: int, fcntl) -> bool:

@@ -14,41 +14,14 @@ import time
 import numpy as np
 import pytest
 
-from streaming.storage import DownloadError, registry
+from streaming.storage import DownloadError
 from streaming.tokens import ShardRotation, list_shards
 from tests.storage import servers
-from tests.storage.conftest import AWS_SECRET, s3_env
-from tests.tokens.conftest import SEQ, tokens_for, write_dataset
+from tests.storage.conftest import AWS_SECRET
+from tests.tokens.conftest import SEQ, gets, tokens_for
 from tests.tokens.helpers import DiskMonitor, shard_files
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture
-def proxied(s3, moto, monkeypatch):
-    """A function writing a token dataset to moto, returning (remote, proxy); reads go through
-    a FaultProxy."""
-    _, bucket = s3
-    made = []
-
-    def make(shards: int, windows: int, **kwargs):
-        remote = f's3://{bucket}/ds'
-        write_dataset(remote, shards, windows, **kwargs)
-        proxy = servers.FaultProxy(moto.port, stall_seconds=3.0)
-        made.append(proxy)
-        s3_env(monkeypatch, proxy.url)
-        monkeypatch.setenv('AWS_RESPONSE_CHECKSUM_VALIDATION', 'when_required')
-        monkeypatch.setattr(registry, '_instances', {})
-        return remote, proxy
-
-    yield make
-    for proxy in made:
-        proxy.stop()
-
-
-def gets(proxy: servers.FaultProxy, index: int) -> int:
-    return sum(n for (method, path), n in proxy.counts.items()
-               if method == 'GET' and path.endswith(f'train_{index:06d}.npy'))
 
 
 @pytest.mark.parametrize('ranged', [False, True], ids=['single-get', 'ranged'])
