@@ -21,7 +21,7 @@ _NAMES = {
     'R2Config': 'remote', 'ConfigError': 'remote', 'list_shards': 'remote',
     'remote_from_env': 'remote',
     'TokenShardWriter': 'writer', 'pretokenize': 'pretokenize',
-    'ShardCorruptError': 'verify', 'TokenMix': 'mix',
+    'ShardCorruptError': 'verify', 'TokenMix': 'mix', 'pretokenize_spark': 'spark',
 }
 
 __all__ = sorted(_NAMES)

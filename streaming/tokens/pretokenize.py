@@ -125,6 +125,16 @@ def _resolve(tokenizer: Any) -> Any:
     return tokenizer
 
 
+def eos_and_name(tokenizer: Any, resolved: Any, eos_id: int | str, who: str) -> tuple[int, str]:
+    """The EOS id (looked up when given as a token) and the tokenizer's name for the manifest."""
+    if isinstance(eos_id, str):
+        looked_up = resolved.token_to_id(eos_id) if hasattr(resolved, 'token_to_id') else None
+        if looked_up is None:
+            raise ValueError(f'{who}: eos_id {eos_id!r} is not a token of the tokenizer.')
+        eos_id = looked_up
+    return int(eos_id), tokenizer if isinstance(tokenizer, str) else type(resolved).__name__
+
+
 def _encode(tokenizer: Any, texts: list[str]) -> list[Sequence[int]]:
     if hasattr(tokenizer, 'encode_batch'):  # Hugging Face tokenizers: its own threads
         return [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
@@ -171,12 +181,7 @@ def pretokenize(sources: str | os.PathLike | Sequence[str] | Iterable[str], out:
     (``out`` may be a remote URL). Returns the manifest.
     """
     resolved = _resolve(tokenizer)
-    if isinstance(eos_id, str):
-        looked_up = resolved.token_to_id(eos_id) if hasattr(resolved, 'token_to_id') else None
-        if looked_up is None:
-            raise ValueError(f'pretokenize: eos_id {eos_id!r} is not a token of the tokenizer.')
-        eos_id = looked_up
-    name = tokenizer if isinstance(tokenizer, str) else type(resolved).__name__
+    eos_id, name = eos_and_name(tokenizer, resolved, eos_id, 'pretokenize')
     documents: Iterable[str] = read_documents(sources, text_field=text_field)
     if shuffle_buffer:
         documents = _shuffled(documents, shuffle_buffer, seed)

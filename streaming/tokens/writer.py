@@ -94,13 +94,15 @@ class TokenShardWriter:
     ``uint16`` or ``uint32``; a token id that does not fit is an error. ``hashes``: checksums
     recorded in the manifest. ``ids``: write the ``sample_ids_*.bin`` sidecars.
     ``first_shard``: the number of the first shard (to write a dataset in parts).
+    ``manifest``: whether ``finish`` writes ``manifest.json`` (off when several writers each
+    write part of one dataset and one manifest is written for all, as ``pretokenize_spark``).
     """
 
     def __init__(self, out: str, *, seq_len: int, shard_tokens: int, dtype: Any = 'uint32',
                  prefix: str = 'train', eos_id: int | None = None, tokenizer: str | None = None,
                  hashes: Sequence[str] = ('xxh3_128',), ids: bool = True,
                  keep_local: bool = False, upload_workers: int = 2, first_shard: int = 0,
-                 ) -> None:
+                 manifest: bool = True) -> None:
         if seq_len <= 0:
             raise ValueError(f'TokenShardWriter: seq_len must be positive, got {seq_len}.')
         if shard_tokens <= 0 or shard_tokens % seq_len:
@@ -125,6 +127,7 @@ class TokenShardWriter:
         self._pool = ThreadPoolExecutor(upload_workers) if self.remote else None
         self._uploads: list[Future] = []
         self.total_tokens = 0
+        self.write_manifest = manifest
 
     # ---- writing ----------------------------------------------------------------------------
     def write(self, tokens: Any) -> None:
@@ -232,10 +235,10 @@ class TokenShardWriter:
         for future in self._uploads:
             future.result()
         manifest = self.manifest()
-        path = os.path.join(self.local, MANIFEST)
-        atomic_write(path, manifest.to_json())
-        if self.remote:
-            self._upload(MANIFEST)
+        if self.write_manifest:
+            atomic_write(os.path.join(self.local, MANIFEST), manifest.to_json())
+            if self.remote:
+                self._upload(MANIFEST)
         self._shutdown()
         return manifest
 
