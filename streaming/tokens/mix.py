@@ -160,7 +160,8 @@ class TokenMix:
                 cache[position] = max(0, (tokens - source.labels) // source.seq_len)
             elif shard.ids_url:
                 from streaming.storage import get_backend
-                size = get_backend(shard.ids_url).stat(shard.ids_url).size or 0
+                size = get_backend(shard.ids_url).stat(shard.ids_url,
+                                                       timeout=source.store.timeout).size or 0
                 cache[position] = max(0, size // 8 - source.labels)
             else:
                 raise ValueError(f'TokenMix: source {self.names[k]!r} has neither a manifest '
@@ -189,6 +190,8 @@ class TokenMix:
         cached = self._orders[k]
         if cached is None or cached[0] != g:
             order = EpochSampler(num_windows, seed=self.seed + k, epoch=g).order()
+            if num_windows < 2**31:
+                order = order.astype(np.int32)  # Half the memory for a visit's permutation.
             cached = self._orders[k] = (g, order)
         return cached[1]
 

@@ -151,3 +151,26 @@ def test_bad_weights_are_named(remotes, tmp_path) -> None:
         make_mix(remotes, tmp_path, 'bad2', weights=[1, -1, 0])
     with pytest.raises(ValueError, match='from step 0'):
         make_mix(remotes, tmp_path, 'bad3', weights=None, schedule=[(5, [1, 1, 1])])
+
+
+def test_sources_without_a_manifest_plan_from_the_sidecars(tmp_path) -> None:
+    """The source project's layout (np.save + raw sidecar, no manifest): window counts come
+    from the sidecars' sizes, and a restart still reads the same batches."""
+    from tests.tokens.test_verify import numpy_dataset
+    numpy_dataset(str(tmp_path / 'a'), 2, 8)
+    numpy_dataset(str(tmp_path / 'b'), 3, 5)
+
+    def mix(tag: str, start: int) -> TokenMix:
+        sources = {}
+        for name in 'ab':
+            shards, manifest = list_shards(str(tmp_path / name))
+            assert manifest is None
+            sources[name] = ShardRotation(shards, str(tmp_path / tag / name), seq_len=SEQ,
+                                          world=World(0, 1, 0, 1))
+        return TokenMix(sources, [0.5, 0.5], batch_size=4, start_step=start)
+
+    with mix('full', 0) as full:
+        batches = [full.batch(s).numpy().copy() for s in range(20)]
+        assert full._windows == [{0: 8, 1: 8}, {0: 5, 1: 5, 2: 5}]
+    with mix('again', 11) as again:
+        assert all(np.array_equal(again.batch(s).numpy(), batches[s]) for s in range(11, 20))
