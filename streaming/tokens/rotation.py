@@ -21,7 +21,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from streaming.tokens.dataset import TokenWindowDataset
 from streaming.tokens.sampler import EpochSampler
@@ -184,6 +184,20 @@ class ShardRotation:
         batches = BatchSampler(self.sampler(seed=seed, step=step, batch_size=batch_size),
                                batch_size, drop_last)
         return DataLoader(self.dataset, batch_size=None, sampler=batches, **kwargs)
+
+    def batches(self, batch_size: int, *, seed: int = 0, step: int | None = None,
+                drop_last: bool = False) -> Iterator[Any]:
+        """The batches of ``loader(...)``, in the same order, without a DataLoader.
+
+        The fast path when batches are read in the training process (a DataLoader with no
+        workers only adds its per-batch overhead): each batch is one gather from the map.
+        """
+        sampler = self.sampler(seed=seed, step=step, batch_size=batch_size)
+        order = sampler.indices()[sampler.consumed:]
+        dataset = self.dataset
+        end = len(order) - len(order) % batch_size if drop_last else len(order)
+        for start in range(0, end, batch_size):
+            yield dataset.batch(order[start:start + batch_size])
 
     def state_dict(self) -> dict[str, Any]:
         return {'started': self.started, 'num_shards': len(self.shards)}

@@ -119,3 +119,17 @@ def test_no_manifest_and_raw_names(tmp_path) -> None:
     for i in range(4):
         assert np.array_equal(rotation.dataset.window(0), tokens_for(i % 3, SEQ))
         rotation.advance()
+
+
+@pytest.mark.parametrize('drop_last', [False, True])
+def test_batches_are_the_loaders_batches_without_a_dataloader(remote, tmp_path,
+                                                               drop_last) -> None:
+    shards, _ = list_shards(remote)
+    with ShardRotation(shards, str(tmp_path / 'l'), seq_len=SEQ, steps_per_shard=5,
+                       start_step=6) as rotation:
+        rotation.on_step(6)
+        fast = list(rotation.batches(6, seed=3, step=6, drop_last=drop_last))
+        slow = list(rotation.loader(6, seed=3, step=6, drop_last=drop_last))
+    assert len(fast) == len(slow) == (WINDOWS - 6 + (0 if drop_last else 5)) // 6
+    assert all(a.dtype == b.dtype and np.array_equal(a.numpy(), b.numpy())
+               for a, b in zip(fast, slow))
