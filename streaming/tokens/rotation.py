@@ -388,7 +388,9 @@ class ShardRotation:
 
         def run() -> None:
             try:
-                self.store.verify(shard, self.seq_len, self.raw_dtype)
+                # Fetched again only while still active: an evicted shard stays evicted.
+                self.store.verify(shard, self.seq_len, self.raw_dtype,
+                                  refetch=lambda: self.position == position and not self._closed)
             except FileNotFoundError:
                 logger.info('Shard %d left the disk before its verification ended.', shard.index)
             except BaseException as error:  # noqa: BLE001 - the windows' checks raise it.

@@ -173,12 +173,14 @@ class ShardStore:
         return self.path(shard.ids_name) if shard.ids_name else None
 
     def verify(self, shard: RemoteShard, seq_len: int, raw_dtype=None, *,
-               refetch: bool = True) -> None:
+               refetch: bool | Callable[[], bool] = True) -> None:
         """Check every window of ``shard`` against its sidecar (and the manifest's checksums).
 
-        On a mismatch the shard is deleted and downloaded once more (``refetch``), then checked
-        again; a shard still wrong gets a corrupt marker and raises ShardCorruptError naming
-        the shard, window and both digests. A shard that passes gets a verified marker.
+        On a mismatch the shard is deleted and downloaded once more, then checked again; a
+        shard still wrong gets a corrupt marker and raises ShardCorruptError naming the shard,
+        window and both digests. A shard that passes gets a verified marker. ``refetch=False``:
+        no re-download; a callable ``refetch`` is asked at the mismatch, and when it says no
+        (the shard is no longer wanted), the shard is left unmarked for its next use to check.
         """
         from streaming.tokens.format import read_npy_layout
         from streaming.tokens.verify import (
@@ -190,7 +192,7 @@ class ShardStore:
         if not _checkable(shard) or self.verified(shard, seq_len):
             return
         path, ids_path = self.path(shard.tokens_name), self._ids_path(shard)
-        for attempt in range(2 if refetch else 1):
+        for attempt in range(2 if refetch else 1):  # noqa: B007 - used after the loop.
             layout = read_npy_layout(path, raw_dtype)
             entry = shard.entry
             started = time.monotonic()
@@ -203,13 +205,19 @@ class ShardStore:
                 logger.info('Verified shard %d in %.1fs.', shard.index,
                             time.monotonic() - started)
                 return
-            if attempt == 0 and refetch:
+            if attempt == 0 and (refetch() if callable(refetch) else refetch):
                 logger.warning('Shard %d is corrupt on disk (%s); downloading it again.',
                                shard.index, mismatch.describe())
                 self.remove(shard)
                 self.fetch(shard)
+            elif attempt == 0 and callable(refetch):
+                logger.info('Shard %d is corrupt on disk (%s) but no longer active; left for '
+                            'its next use to check.', shard.index, mismatch.describe())
+                return
+            else:
+                break
         mark_corrupt(path, shard.index, mismatch)
-        raise ShardCorruptError(shard.index, mismatch, refetch)
+        raise ShardCorruptError(shard.index, mismatch, attempt == 1)
 
     def _clean_temporaries(self, shard: RemoteShard) -> None:
         """Temporary files of a killed download (never resumed; partial files are kept)."""

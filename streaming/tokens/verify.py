@@ -203,15 +203,20 @@ class WindowCheck:
 
     def check(self, indices: np.ndarray, rows: Any, ids: np.ndarray) -> Mismatch | None:
         """Hash ``rows[k][:seq_len]`` as window ``indices[k]``; the first bad one, or None."""
-        for k, index in enumerate(indices.tolist()):
-            data = np.ascontiguousarray(rows[k][:self.seq_len])
-            digest = hashlib.blake2b(data, digest_size=8).digest()
-            expected = int(ids[index]).to_bytes(8, 'little')
-            if digest != expected:
-                return Mismatch(self.path, self.ids_path, index, _hex(expected), _hex(digest))
-            self.seen[index >> 3] |= np.uint8(1 << (index & 7))
-        return None
-
+        blake2b, seq_len = hashlib.blake2b, self.seq_len
+        digests = b''.join([blake2b(np.ascontiguousarray(row[:seq_len]), digest_size=8).digest()
+                            for row in rows])
+        expected = np.asarray(ids[indices], '<u8').tobytes()
+        good = len(indices)
+        if digests != expected:
+            good = next(k for k in range(len(indices))
+                        if digests[k * 8:k * 8 + 8] != expected[k * 8:k * 8 + 8])
+        passed = indices[:good]
+        np.bitwise_or.at(self.seen, passed >> 3, (1 << (passed & 7)).astype(np.uint8))
+        if good == len(indices):
+            return None
+        return Mismatch(self.path, self.ids_path, int(indices[good]),
+                        _hex(expected[good * 8:good * 8 + 8]), _hex(digests[good * 8:good * 8 + 8]))
 
 def await_verdict(path: str, ids_path: str, seq_len: int, shard: int | None,
                   mismatch: Mismatch, stall_timeout: float, poll: float = 0.1) -> None:
