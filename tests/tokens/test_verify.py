@@ -12,6 +12,7 @@ import pytest
 from streaming.tokens import ShardCorruptError, ShardRotation, TokenWindowDataset, list_shards
 from streaming.tokens import verify as verify_module
 from streaming.tokens.format import window_ids
+from streaming.world import World
 from tests.tokens.conftest import SEQ, gets, tokens_for, write_dataset
 
 HEADER = 128
@@ -171,3 +172,30 @@ def test_a_byte_flipped_in_transit_is_fixed_by_one_re_download(proxied, s3, tmp_
     assert gets(proxy, 1) == 2 and gets(proxy, 2) == 1
     warned = [r.getMessage() for r in caplog.records if 'downloading it again' in r.getMessage()]
     assert len(warned) == 1 and 'train_000001.npy: window' in warned[0], warned
+
+
+def test_the_active_shard_is_repaired_under_its_readers(proxied, s3, tmp_path) -> None:
+    """The first shard (foreground, unverified) arrives with a byte flipped in transit. Its
+    readers, the downloading rank and another rank of the node, hit the bad window, wait for
+    the background pass's re-download, map the new copy and serve the right tokens."""
+    client, bucket = s3
+    remote, proxy = proxied(2, 64)
+    client.delete_object(Bucket=bucket, Key='ds/manifest.json')
+    shards, _ = list_shards(remote)
+    proxy.rule = lambda m, p, n: 'flip' if m == 'GET' and 'train_000000' in p and n == 0 \
+        else None
+    local = str(tmp_path / 'local')
+    expected = tokens_for(0, 64 * SEQ).reshape(64, SEQ)
+    with ShardRotation(shards, local, seq_len=SEQ, keep=2, prefetch=0,
+                       world=World(0, 2, 0, 2)) as downloader:
+        ds = downloader.dataset
+        other = ShardRotation(shards, local, seq_len=SEQ, keep=2, prefetch=0,
+                              world=World(1, 2, 1, 2)).dataset
+        first = ds.verifier  # ds mapped the flipped copy when it became active
+        for reader in (ds, other):
+            got = reader.batch(list(range(64)))
+            assert np.array_equal(got.numpy(), expected)
+        assert ds.verifier is not first  # the mismatch was found, then the new copy mapped
+    assert [fault for fault, _, _ in proxy.injected] == ['flip']
+    assert gets(proxy, 0) == 2
+    assert os.path.exists(os.path.join(local, '.train_000000.npy.verified'))
