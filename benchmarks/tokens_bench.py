@@ -316,8 +316,9 @@ def bench_window(args: argparse.Namespace, scratch: str) -> dict:
              ('ours_verify_first_use', ours_verify_first_use),
              ('raw_sequential', raw_sequential))
     rates: dict[str, list[float]] = {name: [] for name, _ in cases}
-    for _ in range(args.repeats):
-        for name, fn in cases:
+    for repeat in range(args.repeats):  # The order rotates, so no case always follows another.
+        shift = repeat % len(cases)
+        for name, fn in cases[shift:] + cases[:shift]:
             started = time.perf_counter()
             fn()
             rates[name].append(total / (time.perf_counter() - started) / MIB)
