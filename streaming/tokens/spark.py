@@ -9,8 +9,9 @@ one machine. Second, one task per shard reads its range from the staging files a
 with ``TokenShardWriter(first_shard=s)`` (sidecar, checksums, atomic publication, upload for a
 remote ``out``); the driver writes ``manifest.json`` from the shards' entries, last.
 
-The staging directory must be visible to every executor (a shared filesystem; any local
-directory in local mode). pyspark is imported by the caller, never by this module.
+Staging is a directory every executor can reach (a shared filesystem; any directory in local
+mode), or an object-store URL: executors then upload their parts and the shard tasks read their
+ranges with ranged GETs. pyspark is imported by the caller, never by this module.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ def pretokenize_spark(documents: Any, out: str, *, tokenizer: Any, eos_id: int |
     document of no tokens (its EOS only), as in ``pretokenize`` over an iterable.
     ``tokenizer``: the path of a ``tokenizer.json`` readable on every executor, a
     ``tokenizers.Tokenizer`` or a picklable callable. ``staging``: a directory every executor
-    can read and write (default ``out/.staging-<id>`` for a local ``out``; required for a
-    remote one); it is removed at the end. Returns the manifest.
+    can read and write, or a URL of the storage layer (default ``out/.staging-<id>`` for a
+    local ``out``; required for a remote one). A staging directory is removed at the end; the
+    objects under a staging URL are left for the caller to delete (the storage layer does not
+    delete). Returns the manifest.
     """
     from streaming.storage.registry import is_remote_url
     from streaming.tokens.pretokenize import _resolve, eos_and_name
@@ -59,11 +62,11 @@ def pretokenize_spark(documents: Any, out: str, *, tokenizer: Any, eos_id: int |
                              f'directory every executor can reach (e.g. on a shared '
                              f'filesystem).')
         staging = os.path.join(out, f'.staging-{uuid.uuid4().hex[:8]}')
-    elif is_remote_url(staging):
-        raise ValueError(f'pretokenize_spark: staging={staging!r} must be a filesystem path.')
     eos_id, name = eos_and_name(tokenizer, _resolve(tokenizer), eos_id, 'pretokenize_spark')
     rdd = _texts(documents, text_field)
-    os.makedirs(staging, exist_ok=True)
+    staged_remotely = is_remote_url(staging)
+    if not staged_remotely:
+        os.makedirs(staging, exist_ok=True)
     try:
         job = (tokenizer, int(eos_id), dtype, batch_docs, staging)
         counts = dict(rdd.mapPartitionsWithIndex(
@@ -86,7 +89,8 @@ def pretokenize_spark(documents: Any, out: str, *, tokenizer: Any, eos_id: int |
         _publish_manifest(out, manifest)
         return manifest
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if not staged_remotely:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _texts(documents: Any, field: str) -> Any:
@@ -104,12 +108,17 @@ def _texts(documents: Any, field: str) -> Any:
 
 def _tokenize_partition(job: tuple, index: int, texts: Iterator[Any]) -> Iterator[tuple]:
     """In an executor: tokenize one partition into ``part-{index:05d}.bin``; yield its count."""
+    import tempfile
+
     from streaming.fileio import publish
+    from streaming.storage.registry import is_remote_url
     from streaming.tokens.pretokenize import _pack, _resolve
     tokenizer, eos_id, dtype, batch_docs, staging = job
     resolved = _resolve(tokenizer)
-    path = os.path.join(staging, f'part-{index:05d}.bin')
-    temp = f'{path}.{uuid.uuid4().hex[:8]}.tmp'
+    path = _part(staging, index)
+    remote = is_remote_url(staging)
+    temp = tempfile.mkstemp(suffix='.tmp', prefix='token-part-')[1] if remote else \
+        f'{path}.{uuid.uuid4().hex[:8]}.tmp'
     count = 0
     with open(temp, 'wb') as f:
         batch: list[str] = []
@@ -125,8 +134,46 @@ def _tokenize_partition(job: tuple, index: int, texts: Iterator[Any]) -> Iterato
                 batch = []
         if batch:
             count += _flush(f, _pack(resolved, batch, eos_id, dtype))
-    publish(temp, path)
+    if remote:
+        from streaming.storage import upload_file
+        try:
+            upload_file(temp, path)
+        finally:
+            os.remove(temp)
+    else:
+        publish(temp, path)
     yield index, count
+
+
+def _part(staging: str, index: int) -> str:
+    name = f'part-{index:05d}.bin'
+    from streaming.storage.registry import is_remote_url
+    return f'{staging.rstrip("/")}/{name}' if is_remote_url(staging) else \
+        os.path.join(staging, name)
+
+
+def _ranges(path: str, dtype: np.dtype, first: int, count: int) -> Iterator[np.ndarray]:
+    """Tokens ``first .. first + count - 1`` of a staged part, a bounded piece at a time."""
+    from streaming.storage.registry import is_remote_url
+    if not is_remote_url(path):
+        for lo in range(first, first + count, _READ):
+            yield np.fromfile(path, dtype, min(_READ, first + count - lo),
+                              offset=lo * dtype.itemsize)
+        return
+    from streaming.storage import get_backend
+    size = dtype.itemsize
+    response = get_backend(path).read(path, first * size, (first + count) * size, timeout=60.0)
+    rest, got = b'', 0
+    for chunk in response.chunks:
+        data = rest + chunk
+        whole = len(data) - len(data) % size
+        rest = data[whole:]
+        if whole:
+            got += whole // size
+            yield np.frombuffer(data[:whole], dtype)
+    if rest or got != count:  # A short body: fail the task (Spark retries it).
+        raise OSError(f'{path}: a ranged read of {count} tokens from token {first} returned '
+                      f'{got * size + len(rest)} of {count * size} bytes.')
 
 
 def _flush(f: Any, packed: np.ndarray) -> int:
@@ -144,13 +191,9 @@ def _write_shard(layout: tuple, writer_kwargs: dict, out: str, shard: int) -> di
     with writer:
         for part in range(len(starts) - 1):
             lo, hi = max(begin, starts[part]), min(end, starts[part + 1])
-            path = os.path.join(staging, f'part-{part:05d}.bin')
-            while lo < hi:
-                count = min(_READ, hi - lo)
-                data = np.fromfile(path, dtype, count, offset=(lo - starts[part]) *
-                                   dtype.itemsize)
-                writer.write(data)
-                lo += count
+            if lo < hi:
+                for data in _ranges(_part(staging, part), dtype, lo - starts[part], hi - lo):
+                    writer.write(data)
     (entry,) = writer.shards
     return asdict(entry)
 

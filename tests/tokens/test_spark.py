@@ -75,6 +75,13 @@ def test_an_rdd_and_a_callable_and_bad_input(spark, tmp_path) -> None:  # noqa: 
     pretokenize_spark(rdd, distributed, tokenizer=word_ids, eos_id=0, seq_len=4,
                       shard_tokens=100, dtype='uint16')
     assert files(distributed) == files(local)
+    # Staging through the storage layer (here file://; s3:// etc. go the same way: uploads,
+    # then ranged reads), its parts left behind for the caller.
+    staged = str(tmp_path / 'staged')
+    pretokenize_spark(rdd, staged, tokenizer=word_ids, eos_id=0, seq_len=4, shard_tokens=100,
+                      dtype='uint16', staging=f'file://{tmp_path}/staging')
+    assert files(staged) == files(local)
+    assert sorted(os.listdir(tmp_path / 'staging')) == [f'part-{i:05d}.bin' for i in range(4)]
     df = spark.createDataFrame([('alpha',)], 'body string')
     with pytest.raises(ValueError, match="no column 'text'"):
         pretokenize_spark(df, str(tmp_path / 'x'), tokenizer=word_ids, eos_id=0, seq_len=4,
