@@ -29,6 +29,10 @@ then a ``ShardRotation`` over three such shards (a local "remote") trains at
 ``--train-tokens-per-s`` (batches gathered and paced) with ``verify`` on and off, alternating:
 the swap wait with the prefetch finished, and the verification's CPU seconds over the window.
 
+``mix``: ``TokenMix`` over three local sources (weights 0.7/0.2/0.1, ``--batch`` windows of
+``--seq-len`` a step, interleaved), against ``ShardRotation.batches`` over one of them: the
+cost of drawing and gathering a mixed batch, per step.
+
 Results: printed, and written to ``benchmarks/results/tokens[-quick].json``.
 """
 
@@ -437,10 +441,53 @@ def bench_verify(args: argparse.Namespace, scratch: str) -> dict:
     return result
 
 
+# ---- mixing -----------------------------------------------------------------------------------
+def bench_mix(args: argparse.Namespace, scratch: str) -> dict:
+    from streaming.tokens import ShardRotation, TokenMix, list_shards
+    from streaming.world import World
+    world, steps = World(0, 1, 0, 1), 200
+    sources = {}
+    for name in ('web', 'code', 'math'):
+        root = os.path.join(scratch, f'mix-{name}')
+        _write_shards(root, bytes_to_int(args.shard_size), args.seq_len)
+        shards, _ = list_shards(root)
+        sources[name] = ShardRotation(shards, os.path.join(scratch, f'mix-local-{name}'),
+                                      seq_len=args.seq_len, keep=None, prefetch=0, world=world)
+        sources[name].dataset.batch(range(len(sources[name].dataset)))  # verified, warm
+    mix = TokenMix(sources, {'web': 0.7, 'code': 0.2, 'math': 0.1}, batch_size=args.batch)
+    # Steps that stay within each source's first shard (no swap inside the timing).
+    steps = min(steps, len(sources['math'].dataset) // args.batch * 10 // (args.repeats * 2),
+                len(sources['web'].dataset) // args.batch // args.repeats)
+    size = args.batch * args.seq_len * 4
+    rates: dict[str, list[float]] = {'mix': [], 'single': []}
+    for repeat in range(args.repeats):
+        started = time.perf_counter()
+        for step in range(repeat * steps, (repeat + 1) * steps):
+            mix.batch(step)
+        rates['mix'].append(steps * size / (time.perf_counter() - started) / MIB)
+        started = time.perf_counter()
+        for count, _ in enumerate(sources['web'].batches(args.batch, seed=repeat), 1):
+            if count == steps:
+                break
+        rates['single'].append(steps * size / (time.perf_counter() - started) / MIB)
+        print(f'  mix {rates["mix"][-1]:7.0f} MiB/s, one source {rates["single"][-1]:7.0f} '
+              f'MiB/s', flush=True)
+    mix.close()
+    result = {'mix_mib_s': median(rates['mix']), 'single_mib_s': median(rates['single']),
+              'runs': rates, 'steps': steps}
+    result['mix_vs_single'] = result['mix_mib_s'] / result['single_mib_s']
+    per_step = size / MIB / result['mix_mib_s'] * 1e6
+    print(f'  median: mixed batches {result["mix_mib_s"]:.0f} MiB/s = '
+          f'{result["mix_vs_single"]:.0%} of one source\'s ({result["single_mib_s"]:.0f} MiB/s); '
+          f'{per_step:.0f} us a step', flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--cases', nargs='+', default=['download', 'swap', 'window', 'verify'],
-                        choices=['download', 'swap', 'window', 'verify'])
+    parser.add_argument('--cases', nargs='+',
+                        default=['download', 'swap', 'window', 'verify', 'mix'],
+                        choices=['download', 'swap', 'window', 'verify', 'mix'])
     parser.add_argument('--quick', action='store_true', help='small sizes, one repeat')
     parser.add_argument('--size', default='1gb')
     parser.add_argument('--per-connection', default='16mb')
@@ -466,11 +513,12 @@ def main() -> None:
     try:
         for case in args.cases:
             results[case] = {'download': bench_download, 'swap': bench_swap,
-                             'window': bench_window, 'verify': bench_verify}[case](args, scratch)
+                             'window': bench_window, 'verify': bench_verify,
+                             'mix': bench_mix}[case](args, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     name = 'tokens-quick.json' if args.quick else \
-        'tokens.json' if len(args.cases) == 4 else f'tokens-{"-".join(args.cases)}.json'
+        'tokens.json' if len(args.cases) == 5 else f'tokens-{"-".join(args.cases)}.json'
     path = os.path.join(HERE, 'results', name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, 'w') as f:

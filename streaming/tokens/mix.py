@@ -83,6 +83,7 @@ class TokenMix:
                                 .integers(0, 2**63, dtype=np.uint64)) * np.uint64(2)
         self._windows: list[dict[int, int]] = [{} for _ in self.sources]
         self._orders: list[tuple[int, np.ndarray] | None] = [None] * len(self.sources)
+        self._starts: list[np.ndarray | None] = [None] * len(self.sources)
         self.step = int(start_step)
         self.consumed = self._count_before(self.step)
 
@@ -127,6 +128,11 @@ class TokenMix:
         units = np.arange(first_unit, first_unit + count, dtype=np.uint64)
         with np.errstate(over='ignore'):
             u = ((self._phase + units * _GOLDEN) >> np.uint64(11)).astype(np.float64) / 2.0**53
+        first_step = first_unit // self.units_per_step
+        last_step = (first_unit + count - 1) // self.units_per_step
+        if first_step == last_step:  # One step (every batch): one set of weights.
+            edges = np.cumsum(self._probabilities(np.array([first_step]))[0])[:-1]
+            return np.searchsorted(edges, u, side='right').astype(np.int64)
         steps = (np.arange(first_unit, first_unit + count) // self.units_per_step)
         distinct, inverse = np.unique(steps, return_inverse=True)
         edges = np.cumsum(self._probabilities(distinct), axis=1)[:, :-1]
@@ -170,21 +176,23 @@ class TokenMix:
 
     def _locate(self, k: int, numbers: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
         """``(visit g, positions in numbers, offsets in the visit)`` for source ``k``'s windows."""
-        source = self.sources[k]
-        n = len(source.shards)
-        cycle = sum(self._shard_windows(k, p) for p in range(n))
-        if cycle == 0:
-            raise ValueError(f'TokenMix: source {self.names[k]!r} has no whole windows.')
-        starts = np.cumsum([0] + [self._shard_windows(k, p) for p in range(n)])
-        laps, rest = np.divmod(numbers, cycle)
+        starts = self._starts[k]
+        if starts is None:
+            n = len(self.sources[k].shards)
+            starts = np.cumsum([0] + [self._shard_windows(k, p) for p in range(n)])
+            if starts[-1] == 0:
+                raise ValueError(f'TokenMix: source {self.names[k]!r} has no whole windows.')
+            self._starts[k] = starts
+        n = len(starts) - 1
+        laps, rest = np.divmod(numbers, starts[-1])
         within = np.searchsorted(starts, rest, side='right') - 1
         visits = laps * n + within
         offsets = rest - starts[within]
-        out = []
-        for g in np.unique(visits).tolist():
-            where = np.flatnonzero(visits == g)
-            out.append((g, where, offsets[where]))
-        return out
+        first, last = int(visits.min()), int(visits.max())
+        if first == last:  # The common case: one visit.
+            return [(first, np.arange(len(numbers)), offsets)]
+        return [(g, where, offsets[where]) for g in range(first, last + 1)
+                if len(where := np.flatnonzero(visits == g))]
 
     def _order(self, k: int, g: int, num_windows: int) -> np.ndarray:
         cached = self._orders[k]
