@@ -52,14 +52,24 @@ class ShardCorruptError(TokenFormatError):
     ``shard`` (its number), ``window``, ``expected`` and ``actual`` (hex digests) say where.
     """
 
-    def __init__(self, shard: int | None, mismatch: Mismatch, redownloaded: bool) -> None:
-        self.shard, self.mismatch = shard, mismatch
+    def __init__(self, shard: int | str | None, mismatch: Mismatch | None = None,
+                 redownloaded: bool = False) -> None:
+        self.shard, self.mismatch, self.redownloaded = shard, mismatch, redownloaded
+        self.window = self.expected = self.actual = None
+        if mismatch is None:  # Re-raised from a message alone (a DataLoader worker's error).
+            super().__init__(str(shard))
+            return
         self.window, self.expected, self.actual = mismatch.window, mismatch.expected, \
             mismatch.actual
         again = ', still wrong after one verified re-download' if redownloaded else ''
         name = f'shard {shard} ' if shard is not None else ''
         super().__init__(f'Corrupt token {name}{mismatch.describe()}{again}; refusing to '
                          f'train on it.')
+
+    def __reduce__(self) -> tuple:
+        if self.mismatch is None:
+            return type(self), (self.args[0],)
+        return type(self), (self.shard, self.mismatch, self.redownloaded)
 
 
 def _hex(value: bytes) -> str:

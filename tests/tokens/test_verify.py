@@ -199,3 +199,25 @@ def test_the_active_shard_is_repaired_under_its_readers(proxied, s3, tmp_path) -
     assert [fault for fault, _, _ in proxy.injected] == ['flip']
     assert gets(proxy, 0) == 2
     assert os.path.exists(os.path.join(local, '.train_000000.npy.verified'))
+
+
+def test_the_error_survives_pickling_and_dataloader_workers(tmp_path) -> None:
+    import pickle
+
+    from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+    remote = str(tmp_path / 'remote')
+    numpy_dataset(remote, shards=1, windows=8)
+    flip(os.path.join(remote, 'train_000000.npy'), window=6)
+    ds = TokenWindowDataset(os.path.join(remote, 'train_000000.npy'),
+                            os.path.join(remote, 'sample_ids_000000.bin'), seq_len=SEQ,
+                            verify=True, shard=0)
+    with pytest.raises(ShardCorruptError) as caught:
+        ds.batch([6])
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert (again.shard, again.window, again.expected, again.actual, str(again)) == \
+        (0, 6, caught.value.expected, caught.value.actual, str(caught.value))
+    loader = DataLoader(ds, batch_size=None, num_workers=2,
+                        sampler=BatchSampler(SequentialSampler(range(8)), 2, False))
+    with pytest.raises(ShardCorruptError, match='window 6'):
+        for _ in loader:
+            pass
