@@ -61,7 +61,8 @@ class TokenWindowDataset:
         if verify and self.ids_path is None:
             raise ValueError(f'{self.path}: verify=True needs the sample-id sidecar (ids=).')
         self.shard, self.await_repair = shard, await_repair
-        self.verifier = WindowCheck(self.path, self.ids_path, self.seq_len, self.num_windows) \
+        self.verifier = WindowCheck(self.path, self.ids_path, self.seq_len,
+                                    self.num_tokens // self.seq_len) \
             if verify and self.ids_path else None
 
     def _check(self, expected: ShardEntry | None) -> None:
@@ -174,10 +175,17 @@ class TokenWindowDataset:
         """
         verifier = self.verifier
         assert verifier is not None
+        if self.labels:  # A window's extra token is the next one's first: check both.
+            indices = np.unique(np.concatenate([indices, indices + 1]))
+            indices = indices[indices < self.num_tokens // self.seq_len]
+            rows = None
         todo = verifier.unchecked(indices)
         if not len(todo):
             return False
-        mismatch = verifier.check(indices[todo], [rows[k] for k in todo.tolist()], self.ids)
+        seq = self.seq_len
+        chosen = [rows[k] for k in todo.tolist()] if rows is not None else \
+            [self.tokens[i * seq:(i + 1) * seq] for i in indices[todo].tolist()]
+        mismatch = verifier.check(indices[todo], chosen, self.ids)
         if mismatch is None:
             return False
         if self.await_repair is None:
@@ -186,7 +194,7 @@ class TokenWindowDataset:
                       self.await_repair)
         self.close()
         self.verifier = WindowCheck(self.path, verifier.ids_path, self.seq_len,
-                                    self.num_windows)
+                                    self.num_tokens // self.seq_len)
         return True
 
     def batch(self, indices: Any) -> Any:

@@ -221,3 +221,18 @@ def test_the_error_survives_pickling_and_dataloader_workers(tmp_path) -> None:
     with pytest.raises(ShardCorruptError, match='window 6'):
         for _ in loader:
             pass
+
+
+def test_with_labels_the_extra_token_is_checked_too(tmp_path) -> None:
+    """Window 2's label token is window 3's first: a flip there stops window 2."""
+    remote = str(tmp_path / 'remote')
+    numpy_dataset(remote, shards=1, windows=6)
+    flip(os.path.join(remote, 'train_000000.npy'), window=3, offset_in_window=0)
+    ds = TokenWindowDataset(os.path.join(remote, 'train_000000.npy'),
+                            os.path.join(remote, 'sample_ids_000000.bin'), seq_len=SEQ,
+                            labels=True, verify=True)
+    assert ds.batch([0, 1]).shape == (2, SEQ + 1)
+    with pytest.raises(ShardCorruptError, match='window 3'):
+        ds.batch([2])
+    with pytest.raises(ShardCorruptError, match='window 3'):
+        ds[2]  # noqa: B018
