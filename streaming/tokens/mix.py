@@ -155,7 +155,8 @@ class TokenMix:
     def _shard_windows(self, k: int, position: int) -> int:
         """Windows of shard ``position`` of source ``k``, without reading the shard.
 
-        The manifest's count, or else the sidecar's size (less one with labels).
+        The manifest's count, or else the sidecar's size (less one with labels), or else the
+        token file's ``.npy`` header (one ranged read).
         """
         cache = self._windows[k]
         if position not in cache:
@@ -169,9 +170,10 @@ class TokenMix:
                 size = get_backend(shard.ids_url).stat(shard.ids_url,
                                                        timeout=source.store.timeout).size or 0
                 cache[position] = max(0, size // 8 - source.labels)
-            else:
-                raise ValueError(f'TokenMix: source {self.names[k]!r} has neither a manifest '
-                                 f'nor sidecars, so its shards\' window counts are unknown.')
+            else:  # Neither: the token file's header, by a ranged read.
+                tokens = _remote_token_count(shard.tokens_url, source.raw_dtype,
+                                             source.store.timeout)
+                cache[position] = max(0, (tokens - source.labels) // source.seq_len)
         return cache[position]
 
     def _locate(self, k: int, numbers: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -280,3 +282,25 @@ class TokenMix:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _remote_token_count(url: str, raw_dtype: Any, timeout: float) -> int:
+    """Tokens in the token file at ``url``, from its ``.npy`` header (or size and raw dtype)."""
+    import io
+
+    from streaming.storage import get_backend
+    from streaming.tokens.format import TokenFormatError, token_dtype
+    backend = get_backend(url)
+    size = backend.stat(url, timeout=timeout).size or 0
+    if raw_dtype is not None:
+        return size // token_dtype(raw_dtype, url).itemsize
+    head = b''.join(backend.read(url, 0, min(size, 4096), timeout=timeout).chunks)
+    try:
+        f = io.BytesIO(head)
+        version = np.lib.format.read_magic(f)
+        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, _, _ = reader(f)
+    except ValueError as error:
+        raise TokenFormatError(f'{url}: unreadable .npy header ({error}).') from None
+    return int(shape[0])

@@ -174,3 +174,23 @@ def test_sources_without_a_manifest_plan_from_the_sidecars(tmp_path) -> None:
         assert full._windows == [{0: 8, 1: 8}, {0: 5, 1: 5, 2: 5}]
     with mix('again', 11) as again:
         assert all(np.array_equal(again.batch(s).numpy(), batches[s]) for s in range(11, 20))
+
+
+def test_whole_batches_per_source_keep_token_shares_across_window_lengths(remotes, tmp_path):
+    """interleave=False: 'code' read as windows of 32 tokens, 'web' of 16; equal token weights
+    mean 'web' gets twice the steps. Tolerance: 1 point over 300 steps."""
+    web, _ = list_shards(remotes['web'])
+    code, _ = list_shards(remotes['code'], ids=False, manifest=False)
+    world = World(0, 1, 0, 1)
+    sources = {'web': ShardRotation(web, str(tmp_path / 'web'), seq_len=SEQ, world=world),
+               'code': ShardRotation(code, str(tmp_path / 'code'), seq_len=2 * SEQ,
+                                     world=world, verify=False)}
+    with TokenMix(sources, {'web': 0.5, 'code': 0.5}, batch_size=4, interleave=False,
+                  seed=1) as mix:
+        tokens = np.zeros(2)
+        for step in range(300):
+            batch = mix.batch(step)
+            assert len(set(mix.last_sources.tolist())) == 1  # one source per step
+            tokens[mix.last_sources[0]] += batch.numel()
+            assert batch.shape[1] == (SEQ if mix.last_sources[0] == 0 else 2 * SEQ)
+    assert abs(tokens[0] / tokens.sum() - 0.5) <= 0.01, tokens
