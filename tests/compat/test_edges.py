@@ -295,9 +295,8 @@ def test_state_dict_after_load_reports_the_loaded_position(ours, ref) -> None:
     mine, theirs = ours['state_after_load'], ref['state_after_load']
     assert mine['after'] == theirs['after'] == [0, 40]
     assert mine['resumed'] == theirs['resumed'] == [40, 41, 42, 60]
-    # The reference's state before any iteration says epoch -1; we say epoch 0 (sample 0):
-    # both mean "from the start", and ours loads the reference's.
-    assert theirs['fresh_epoch'] == -1 and mine['fresh_epoch'] == 0
+    # Before any iteration both say epoch -1 ("from the start"); each loads the other's.
+    assert theirs['fresh_epoch'] == mine['fresh_epoch'] == -1
     assert mine['from_pre_iteration_state'] == theirs['from_pre_iteration_state'] == 100
 
 

@@ -7,6 +7,7 @@ also an instance of the reference's type, so ``except`` clauses written for eith
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from typing import Any, Iterator
@@ -131,6 +132,62 @@ for keep_local in [False, True]:
                 os.makedirs(path + '/inner')
             uploader.clear_local(path)
             result[label] = os.path.exists(path)
+""",
+    # 6. Nothing of ours in a user's local-only dataset directory, nor in a cache directory:
+    # the same listing and "bytes on disk" (the sum of getsize over the directory's entries).
+    'no_files_of_ours_in_local': """
+def disk(path):
+    return [sorted(os.listdir(path)),
+            sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path))]
+write(root + '/mine', 300)
+before = disk(root + '/mine')
+for shuffle in [False, True, True]:  # The second shuffled run finds any set-up cache.
+    assert len(list(StreamingDataset(local=root + '/mine', batch_size=10, shuffle=shuffle))) == 300
+write(root + '/remote', 300)
+for shuffle in [False, True, True]:
+    dataset = StreamingDataset(remote=root + '/remote', local=root + '/cache', batch_size=10,
+                               shuffle=shuffle)
+    assert len(list(dataset)) == 300
+result = [before == disk(root + '/mine'), disk(root + '/mine'), disk(root + '/cache')]
+""",
+    # 8. local=None: the reference's cache path (under the temp dir, by remote and split).
+    'local_none_path': """
+import tempfile
+os.makedirs(root + '/tmp')
+tempfile.tempdir = root + '/tmp'
+saved = os.environ.pop('STREAMING_CACHE_DIR', None)
+try:
+    write(root + '/remote/train', 20)
+    dataset = StreamingDataset(remote=root + '/remote', split='train', batch_size=5)
+    ids = sorted(s['id'] for s in dataset)
+    from hashlib import blake2s
+    from streaming import Stream
+    digest = blake2s((root + '/remote').encode(), digest_size=16).hexdigest()
+    result = [os.path.relpath(dataset.streams[0].local, root).replace(digest, '<digest>'),
+              Stream(remote='s3://bucket/path').local.replace(root, '<root>'),
+              Stream(remote='s3://bucket/path', split='val').local.replace(root, '<root>'),
+              ids == list(range(20)),
+              [name.replace(digest, '<digest>') for name in tree(root + '/tmp')
+               if name.endswith(('.json', '.mds'))]]
+finally:
+    tempfile.tempdir = None
+    if saved is not None:
+        os.environ['STREAMING_CACHE_DIR'] = saved
+""",
+    # 8. A fresh dataset's state says epoch -1 (next_epoch - 1), as the reference's.
+    'fresh_state_epoch': """
+write(root + '/d', 40)
+dataset = StreamingDataset(local=root + '/d', batch_size=4)
+fresh = [dataset.state_dict(0, False)['epoch'], dataset.state_dict(5, True)]
+dataset.next_epoch = 3
+before = dataset.state_dict(0, False)['epoch']
+iterator = iter(dataset)
+next(iterator)
+during = dataset.state_dict(1, False)
+other = StreamingDataset(local=root + '/d', batch_size=4)
+other.load_state_dict(StreamingDataset(local=root + '/d', batch_size=4).state_dict(0, False))
+result = [fresh, before, [during['epoch'], during['sample_in_epoch']],
+          len(list(other))]
 """,
 }
 
@@ -348,3 +405,23 @@ def test_gcs_without_credentials_is_a_value_error_at_once(gcs_both, case: str) -
     _also_theirs(mine, theirs)
     assert mine[0] == 'streaming.storage.errors.MissingCredentialsError'
     assert took < 5  # No retries (the dataset's download_retry=5 would back off for longer).
+
+
+def test_no_files_of_ours_in_the_users_directories(ours, ref) -> None:
+    kept, mine, cache = ours['no_files_of_ours_in_local']
+    assert kept is True
+    assert ours['no_files_of_ours_in_local'] == ref['no_files_of_ours_in_local']
+    assert not [name for name in mine[0] + cache[0] if name.startswith('.')]
+
+
+def test_local_none_caches_where_the_reference_does(ours, ref) -> None:
+    assert ours['local_none_path'] == ref['local_none_path']
+    digest = hashlib.blake2s(b's3://bucket/path', digest_size=16).hexdigest()
+    assert ours['local_none_path'][1] == f'<root>/tmp/{digest}/'
+
+
+def test_fresh_state_says_epoch_minus_one(ours, ref) -> None:
+    assert ours['fresh_state_epoch'] == ref['fresh_state_epoch']
+    assert ours['fresh_state_epoch'][:2] == [[-1, {
+        'epoch': -1, 'sample_in_epoch': 5, 'num_canonical_nodes': 1, 'shuffle_seed': 9176,
+        'initial_physical_nodes': 1}], 2]
