@@ -258,8 +258,7 @@ def _gcs_without_credentials(monkeypatch: pytest.MonkeyPatch, tmp: str) -> None:
         if name.startswith(('GCS_', 'GOOGLE_', 'STORAGE_EMULATOR', 'GCE_', 'CLOUDSDK_')):
             monkeypatch.delenv(name)
     monkeypatch.setenv('CLOUDSDK_CONFIG', os.path.join(tmp, 'no-gcloud'))
-    monkeypatch.setenv('GCE_METADATA_HOST', '127.0.0.1:9')  # Nobody listens: no metadata.
-    monkeypatch.setenv('GCE_METADATA_IP', '127.0.0.1:9')
+    monkeypatch.setenv('NO_GCE_CHECK', 'true')  # Not a GCE machine: skip the metadata probe.
 
 
 @pytest.fixture(scope='module')
@@ -403,8 +402,11 @@ def test_gcs_without_credentials_is_a_value_error_at_once(gcs_both, case: str) -
     (mine, took), (theirs, _) = (both['gcs_no_credentials'][case] for both in gcs_both)
     assert theirs[0] == 'builtins.ValueError', theirs
     _also_theirs(mine, theirs)
+    # Not the DownloadError that retries end with: raised by the first attempt. (google-auth's
+    # own search for credentials takes up to a few seconds on a loaded machine.)
     assert mine[0] == 'streaming.storage.errors.MissingCredentialsError'
-    assert took < 5  # No retries (the dataset's download_retry=5 would back off for longer).
+    assert 'builtins.ValueError' in mine and 'DownloadError' not in str(mine)
+    assert took < 20
 
 
 def test_no_files_of_ours_in_the_users_directories(ours, ref) -> None:
