@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -30,9 +29,9 @@ def child(path: str) -> dict[str, float]:
     import numpy as np
 
     from streaming import StreamingDataset
-    from streaming.dataset.order_store import CACHE_SUBDIR
+    from streaming.dataset.cache_dirs import setup_cache_dir
 
-    shutil.rmtree(os.path.join(path, CACHE_SUBDIR), ignore_errors=True)
+    shutil.rmtree(setup_cache_dir(path), ignore_errors=True)
     start = time.perf_counter()
     dataset = StreamingDataset(local=path, batch_size=256, shuffle=True)
     built = time.perf_counter()

@@ -202,7 +202,8 @@ METHOD = [
     'one real shard): time from building a shuffled `StreamingDataset` to its first sample, and '
     'the process\'s peak RSS.',
     '- **Our set-up caches, cold and warm**: ours keeps a binary summary of `index.json` and '
-    'epoch 0\'s sample order in `<local>/.shardflow` (see docs/dataset.md). *cold* removes them '
+    'epoch 0\'s sample order in its set-up cache directory, outside `<local>` (see '
+    'docs/dataset.md). *cold* removes them '
     'before each run (what a dataset never iterated on the machine costs); *warm* has them '
     'written beforehand by a separate process (a restart or resume of the same epoch). The '
     'other implementations run the same way in both.',

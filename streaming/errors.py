@@ -55,6 +55,14 @@ class EncodingError(StreamingError, ValueError):
     """A column encoding name is unknown or a value cannot be encoded with it."""
 
 
+class ColumnTypeError(StreamingError, TypeError, AttributeError):
+    """A column value of the wrong Python type for its encoding (a writer's ``write``).
+
+    A ``TypeError``, and also the ``AttributeError`` the reference raises for it, so handlers
+    written for either keep working.
+    """
+
+
 class ColumnMismatchError(StreamingError, ValueError, KeyError):
     """A sample lacks some of the writer's columns or has extra ones.
 

@@ -82,20 +82,30 @@ def _merge_index_from_root(out: Location, keep_local: bool = True,
                            download_timeout: float = 60) -> None:
     if isinstance(out, str):
         root = out
+        found = _partition_indexes(root)
     else:
-        root = out[0] if os.path.isdir(out[0]) else out[1]
-    if is_remote_url(root) and not root.startswith('file://'):
-        urls = get_backend(root).list(root)
-        found = [u for u in urls if u.endswith('/' + INDEX_BASENAME)
-                 and u[len(root.rstrip('/')) + 1:].count('/') == 1]
-    else:
-        base = local_path(root)
-        if not os.path.isdir(base):
-            raise IndexFileError(f'merge_index: {root} is not a directory.')
-        found = [os.path.join(base, name, INDEX_BASENAME) for name in os.listdir(base)
-                 if os.path.isfile(os.path.join(base, name, INDEX_BASENAME))]
+        # The local side when it holds partitions; otherwise the remote (a staging directory
+        # that exists, even with other files in it, does not hide the remote's partitions).
+        root = out[0]
+        found = _partition_indexes(root) if os.path.isdir(local_path(root)) else []
+        if not found and out[1]:
+            root = out[1]
+            found = _partition_indexes(root)
     if not found:
         raise IndexFileError(f'merge_index: no partition index ({"*/" + INDEX_BASENAME}) found '
                              f'under {root}.')
     found.sort(key=lambda u: os.path.basename(os.path.dirname(u)))
     _merge_index_from_list(found, out, keep_local, download_timeout)
+
+
+def _partition_indexes(root: str) -> list[str]:
+    """Paths or URLs of the ``*/index.json`` files one level below ``root``."""
+    if is_remote_url(root) and not root.startswith('file://'):
+        urls = get_backend(root).list(root)
+        return [u for u in urls if u.endswith('/' + INDEX_BASENAME)
+                and u[len(root.rstrip('/')) + 1:].count('/') == 1]
+    base = local_path(root)
+    if not os.path.isdir(base):
+        raise IndexFileError(f'merge_index: {root} is not a directory.')
+    return [os.path.join(base, name, INDEX_BASENAME) for name in os.listdir(base)
+            if os.path.isfile(os.path.join(base, name, INDEX_BASENAME))]

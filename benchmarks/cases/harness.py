@@ -168,7 +168,8 @@ def set_up_cache(impl: str, params: dict[str, Any]) -> None:
     """Make our set-up caches absent or present before the clock starts (``params['cache']``).
 
     Ours keeps a binary index summary and epoch 0's sample order (shuffled, default seed) in
-    ``<local>/.shardflow`` (``streaming.dataset.index_cache``, ``order_store``). ``'cold'``
+    their set-up cache directory (``streaming.dataset.cache_dirs.setup_cache_dir(<local>)``,
+    outside ``<local>``; ``index_cache``, ``order_store``). ``'cold'``
     removes them; ``'warm'`` makes sure they are there: a child process builds the dataset,
     takes a sample and waits for the order to be finished and kept (a process that exits
     first does not keep it). Other implementations are left as they are.
@@ -176,12 +177,12 @@ def set_up_cache(impl: str, params: dict[str, Any]) -> None:
     mode = params.get('cache')
     if impl != 'ours' or mode not in ('cold', 'warm'):
         return
-    cache = os.path.join(params['path'], '.shardflow')
-    shutil.rmtree(cache, ignore_errors=True)
+    from streaming.dataset.cache_dirs import setup_cache_dir
+    shutil.rmtree(setup_cache_dir(params['path']), ignore_errors=True)
     if mode == 'warm':
         # Not a child of ours (the shell exits at once), so that its peak RSS is not counted
         # in ours (RUSAGE_CHILDREN); it reports through a file.
-        done = os.path.join(os.path.dirname(cache), f'.prime-{os.getpid()}')
+        done = os.path.join(params['path'], f'.prime-{os.getpid()}')
         subprocess.run(['sh', '-c', '"$0" -c "$1" "$2" "$3" >/dev/null 2>&1 &', sys.executable,
                         _PRIME, params['path'], done], check=True)
         deadline = time.monotonic() + 600

@@ -20,12 +20,12 @@ from torch.utils.data import IterableDataset
 from streaming.coord import SharedDir, make_job_token
 from streaming.dataset.batches import SampleStream, attach_to_fetcher
 from streaming.dataset.cache import LOCAL, ShardCache, cache_arrays
+from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.config import DatasetConfig, ResumableLayout
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
 from streaming.dataset.index_cache import ShardTable
 from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoch_order
 from streaming.dataset.order_store import (
-    CACHE_SUBDIR,
     EpochIds,
     WorkerOrder,
     exact_dealing,
@@ -404,7 +404,10 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         inputs = ids_inputs(params)
         cache_dir = None
         if order_cache_enabled() and self.config.cache_limit is None:
-            cache_dir = os.path.join(self.streams[0].local_dir, CACHE_SUBDIR)
+            try:
+                cache_dir = setup_cache_dir(self.streams[0].local_dir)
+            except OSError:
+                pass  # Kept in the node's shared directory only.
         return shared_epoch_ids(self._shared, cache_dir, inputs,
                                 lambda: epoch_id_steps(**inputs))
 

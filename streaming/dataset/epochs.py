@@ -144,6 +144,11 @@ class EpochState:
         return record if (record.epoch, record.sample_in_epoch) == (epoch, start) else None
 
     def current(self) -> tuple[int, int]:
-        """(epoch of this rank's latest session, samples that session skipped at its start)."""
+        """(epoch of this rank's latest session, samples that session skipped at its start).
+
+        Before any session: (the next epoch - 1, 0), as the reference (-1 on a fresh dataset).
+        """
+        if int(self._array('session_cursor')[self.rank]) == 0:
+            return int(self._array('next_epoch')[self.rank]) - 1, 0
         epoch, start = self._array('current_epoch')[self.rank].tolist()
         return epoch, start

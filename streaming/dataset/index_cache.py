@@ -3,7 +3,8 @@
 Parsing and validating the JSON index of 50k shards, and building a reader per shard, takes a
 second or more; a run needs, at set-up, only each shard's sample count (and, to see which
 shards are already local, its raw files). So the first run that parses an index also writes a
-summary beside it (``.shardflow/index.bin`` in the stream's local directory): per shard its
+summary of it (``index.bin`` in the stream's set-up cache directory, ``cache_dirs``: outside
+the stream's local directory, keyed by it): per shard its
 samples, sizes, raw files, whether a column needs ``allow_unsafe_types``, and its entry's JSON
 text. Later runs read the summary instead, and a shard's reader is built from its entry the
 first time the shard is used (``LazyShards``).
@@ -25,6 +26,7 @@ from typing import Any, Iterator, overload
 
 import numpy as np
 
+from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.checked_file import digest, read_checked, write_checked
 from streaming.format import Reader, reader_from_json
 from streaming.format.index import load_index
@@ -39,7 +41,7 @@ from streaming.util import gc_paused
 __all__ = ['IndexDict', 'IndexSummary', 'LazyShards', 'ShardTable', 'index_key',
            'load_summary', 'save_summary']
 
-SUMMARY_BASENAME = os.path.join('.shardflow', 'index.bin')
+SUMMARY_BASENAME = 'index.bin'
 _KIND = 'index1'
 _FIELDS = ('samples', 'unsafe', 'raw_size', 'max_size', 'entry_offsets', 'entries',
            'file_offsets', 'files')
@@ -141,13 +143,18 @@ def _offsets(texts: list[bytes]) -> np.ndarray:
     return offsets
 
 
-def summary_path(local_dir: str) -> str:
-    return os.path.join(local_dir, SUMMARY_BASENAME)
+def summary_path(local_dir: str) -> str | None:
+    """Where the summary of ``local_dir``'s index is kept (None: nowhere can be used)."""
+    try:
+        return os.path.join(setup_cache_dir(local_dir), SUMMARY_BASENAME)
+    except OSError:
+        return None
 
 
 def load_summary(local_dir: str, key: bytes) -> IndexSummary | None:
-    """The summary for ``key`` beside the index, if one is there, whole and current."""
-    payload = read_checked(summary_path(local_dir), key, _KIND)
+    """The summary for ``key`` of the index in ``local_dir``, if one is there, whole and current."""
+    path = summary_path(local_dir)
+    payload = None if path is None else read_checked(path, key, _KIND)
     if payload is None:
         return None
     try:
@@ -161,8 +168,10 @@ def load_summary(local_dir: str, key: bytes) -> IndexSummary | None:
 
 
 def save_summary(local_dir: str, key: bytes, summary: IndexSummary) -> None:
-    """Write the summary beside the index; quietly nothing if the directory is read-only."""
+    """Write the summary of the index in ``local_dir``; quietly nothing if it cannot be."""
     path = summary_path(local_dir)
+    if path is None:
+        return
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_checked(path, key, _KIND, summary.pack())

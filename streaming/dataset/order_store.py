@@ -13,14 +13,14 @@ thread of the process that started it, which writes each part of the ids as it b
 waits only for the positions it reads. If the computing process ends first, the next reader
 that needs more computes the ids again; a failure is reported to every reader.
 
-The file is also a cache: it is kept in the first stream's local directory
-(``.shardflow/order-<key>.ids``), keyed by every input of the ids (shard sizes, the streams'
-draws, epoch, seed, shuffle settings, canonical nodes, sampling), and reused when a run restarts
-or resumes the same epoch; not the topology, nor the resume point, which only change the
-dealing. A file whose key, length or checksum does not match is ignored and rewritten. It is
-kept in the node's shared directory instead (gone with the job) when the local directory cannot
-be written, when ``cache_limit`` is set (the file would take disk the limit does not count), or
-when ``STREAMING_SETUP_CACHE=0``.
+The file is also a cache, ``order-<key>.ids`` in the set-up cache directory of the first
+stream's local directory (``cache_dirs.setup_cache_dir``: outside it, keyed by it), keyed by
+every input of the ids (shard sizes, the streams' draws, epoch, seed, shuffle settings,
+canonical nodes, sampling), and reused when a run restarts or resumes the same epoch; not the
+topology, nor the resume point, which only change the dealing. A file whose key, length or
+checksum does not match is ignored and rewritten. It is kept in the node's shared directory
+instead (gone with the job) when that directory cannot be written, when ``cache_limit`` is set
+(the file would take disk the limit does not count), or when ``STREAMING_SETUP_CACHE=0``.
 """
 
 from __future__ import annotations
@@ -44,10 +44,9 @@ from streaming.order.exact import dealing_of, take_ids
 from streaming.order.shuffle import default_shuffle_block_size
 from streaming.order.spans import EXACT_SHUFFLE_ALGOS
 
-__all__ = ['CACHE_SUBDIR', 'EpochIds', 'WorkerOrder', 'exact_dealing', 'ids_inputs',
+__all__ = ['EpochIds', 'WorkerOrder', 'exact_dealing', 'ids_inputs',
            'is_exact_random', 'order_cache_enabled', 'shared_epoch_ids', 'wait_for_background']
 
-CACHE_SUBDIR = '.shardflow'
 _KEEP = 3  # Cached epoch orders kept per directory (the newest).
 _VERSION = 1  # Bump when the ids an input gives change.
 _STALE_TEMP_SECONDS = 3600  # A partial file this old was left by a process that died.

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import stat
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from streaming.dataset.cache_dirs import default_local
 from streaming.dataset.index_cache import (
     IndexDict,
     IndexSummary,
@@ -21,7 +20,7 @@ from streaming.dataset.index_cache import (
     save_summary,
 )
 from streaming.dataset.local_scan import local_shard_usage
-from streaming.errors import MissingLocalIndexError, OutputError, ShardFileError
+from streaming.errors import MissingLocalIndexError, ShardFileError
 from streaming.format import Reader, reader_from_json
 from streaming.format.compression import decompress_file
 from streaming.format.index import INDEX_BASENAME, load_index, read_index_bytes
@@ -45,43 +44,6 @@ def check_download_settings(download_retry: int | None, download_timeout: float 
         raise ValueError(f'download_retry must be >= 0, got {download_retry}.')
     if download_timeout is not None and download_timeout <= 0:
         raise ValueError(f'download_timeout must be > 0, got {download_timeout}.')
-
-
-def private_cache_root() -> str:
-    """The default cache parent: ``<tmp>/streaming-cache-<uid>``, mode 0700, ours alone.
-
-    On a shared machine another user could otherwise plant files or symlinks in a predictable
-    cache path. A directory there that someone else owns, or that others may write to, is
-    refused (``OutputError`` naming ``local``): pass ``local=`` to use another place.
-    """
-    uid = os.getuid() if hasattr(os, 'getuid') else 0
-    root = os.path.join(tempfile.gettempdir(), f'streaming-cache-{uid}')
-    try:
-        os.mkdir(root, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as error:
-        raise OutputError(f'local: the default cache directory {root} cannot be created '
-                          f'({error.strerror}); pass local=...', error.errno) from None
-    st = os.lstat(root)
-    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, 'getuid') and st.st_uid != uid) or \
-            st.st_mode & 0o022:
-        kind = 'a symlink' if stat.S_ISLNK(st.st_mode) else f'mode {stat.S_IMODE(st.st_mode):o}'
-        raise OutputError(f'local: the default cache directory {root} is not a private '
-                          f'directory of this user (owner uid {st.st_uid}, {kind}): refusing to '
-                          f'cache there; remove it or pass local=...')
-    return root
-
-
-def default_local(remote: str | None) -> str:
-    """The cache directory of a stream given no ``local``: the same for the same remote, every run.
-
-    ``$STREAMING_CACHE_DIR/<hash of remote>``; by default the root is the private
-    ``private_cache_root()``.
-    """
-    root = os.environ.get('STREAMING_CACHE_DIR') or private_cache_root()
-    digest = hashlib.blake2s(str(remote).encode(), digest_size=16).hexdigest()
-    return os.path.join(root, digest)
 
 
 def _join(root: str, *parts: str) -> str:
@@ -120,7 +82,7 @@ class Stream:
         self.remote = remote
         self.split = split or ''
         if local is None:
-            local = default_local(remote)
+            local = default_local(remote, split)
             logger.info('Stream %s caches in %s (local=None).', remote, local)
         self.local = local
         # The weights as given; ``apply_weights`` fills in all three once stream sizes are known.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from streaming.errors import ColumnTypeError
+
 __all__ = ['TEXT_ENCODINGS', 'is_text_encoding', 'check_text_value']
 
 # Encoding name -> (accepted Python types, parse function for text formats).
@@ -20,8 +22,11 @@ def is_text_encoding(encoding: Any) -> bool:
 
 
 def check_text_value(name: str, encoding: str, value: Any) -> None:
-    """Raise TypeError naming the column unless ``value`` suits ``encoding``."""
+    """Raise ``ColumnTypeError`` naming the column unless ``value`` suits ``encoding``.
+
+    The error is a TypeError and also the AttributeError the reference raises.
+    """
     kinds = TEXT_ENCODINGS[encoding][0]
     if not isinstance(value, kinds) or (encoding != 'int' and isinstance(value, bool)):
-        raise TypeError(f'Column {name!r} (encoding {encoding!r}) expects '
+        raise ColumnTypeError(f'Column {name!r} (encoding {encoding!r}) expects '
                         f'{kinds[0].__name__}, got {type(value).__name__} value {value!r:.60}.')

@@ -5,7 +5,8 @@ from __future__ import annotations
 from streaming.errors import ShardFileError, StreamingError
 
 __all__ = ['DownloadError', 'CorruptDownloadError', 'DiskFullError', 'TransientError',
-           'UploadError', 'MissingDependencyError']
+           'UploadError', 'MissingCredentialsError', 'MissingDependencyError',
+           'UnavailableSchemeError']
 
 
 class DownloadError(StreamingError, RuntimeError):
@@ -22,6 +23,22 @@ class DiskFullError(StreamingError, OSError):
 
 class MissingDependencyError(StreamingError, ImportError):
     """A URL scheme needs an optional SDK that is not installed."""
+
+
+class UnavailableSchemeError(MissingDependencyError, ValueError):
+    """A URL scheme with no backend here whose fsspec implementation is not installed.
+
+    E.g. ``gcs://`` without gcsfs. Also the ``ValueError`` the reference raises for a scheme it
+    does not know.
+    """
+
+
+class MissingCredentialsError(StreamingError, ValueError):
+    """A URL's service has no credentials to use; raised at once, never retried.
+
+    E.g. ``gs://`` with neither HMAC keys nor application default credentials. A
+    ``ValueError``, as in the reference.
+    """
 
 
 class TransientError(StreamingError, IOError):

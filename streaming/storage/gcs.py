@@ -16,13 +16,15 @@ from typing import Any
 from urllib.parse import quote
 
 import boto3
+import google.auth
 from botocore.config import Config
 from google.api_core import exceptions
+from google.auth.exceptions import DefaultCredentialsError
 from google.cloud import storage
 
 from streaming.storage.backend import Backend
 from streaming.storage.clients import ClientCache
-from streaming.storage.errors import TransientError
+from streaming.storage.errors import MissingCredentialsError, TransientError
 from streaming.storage.objects import ObjectInfo, Response
 from streaming.storage.registry import split_bucket_key
 from streaming.storage.retry import THROTTLED_STATUSES, retry_after
@@ -145,6 +147,24 @@ class _GCSClient(Backend):
             raise self._translate(url, error) from None
 
 
+def _check_default_credentials() -> None:
+    """Fail at once (a ValueError, as the reference) when there is no way to authenticate.
+
+    An emulator (``STORAGE_EMULATOR_HOST``) needs none; otherwise google-auth must find
+    application default credentials. Without this, every request would fail and be retried.
+    """
+    if os.environ.get('STORAGE_EMULATOR_HOST'):
+        return
+    try:
+        google.auth.default()
+    except DefaultCredentialsError as error:
+        raise MissingCredentialsError(
+            f'gs:// URLs need credentials: set GCS_KEY and GCS_SECRET (HMAC keys), or set up '
+            f'application default credentials (GOOGLE_APPLICATION_CREDENTIALS, '
+            f'`gcloud auth application-default login`, or a metadata server); google-auth '
+            f'said: {error}') from None
+
+
 class GCSBackend(Backend):
     """Dispatches to the HMAC (S3 API) or the google-cloud-storage path, decided per process."""
 
@@ -154,6 +174,7 @@ class GCSBackend(Backend):
         if os.environ.get('GCS_KEY') and os.environ.get('GCS_SECRET'):
             self.impl: Backend = _GCSHMAC()
         else:
+            _check_default_credentials()
             self.impl = _GCSClient()
 
     def stat(self, url: str, *, timeout: float) -> ObjectInfo:

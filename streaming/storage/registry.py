@@ -13,7 +13,7 @@ import threading
 from typing import Callable
 from urllib.parse import urlparse
 
-from streaming.storage.errors import MissingDependencyError
+from streaming.storage.errors import MissingDependencyError, UnavailableSchemeError
 from streaming.storage.objects import ObjectInfo, ObjectStore, Response
 
 __all__ = ['ObjectInfo', 'Response', 'get_backend', 'is_remote_url', 'parse_url',
@@ -98,7 +98,7 @@ def _builtin(scheme: str, url: str) -> Callable[[], ObjectStore]:
             f'install it with: pip install "shardflow[{extra}]"') from error
 
 
-def _fsspec_factory(scheme: str) -> Callable[[], ObjectStore] | None:
+def _fsspec_factory(scheme: str, url: str) -> Callable[[], ObjectStore] | None:
     """A backend over fsspec for a scheme it knows, if fsspec is installed (the fallback)."""
     try:
         import fsspec
@@ -106,6 +106,14 @@ def _fsspec_factory(scheme: str) -> Callable[[], ObjectStore] | None:
         return None
     if scheme not in fsspec.available_protocols():
         return None
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except ImportError as error:
+        hint = ' (did you mean gs://?)' if scheme == 'gcs' else ''
+        raise UnavailableSchemeError(
+            f'URL {url!r} has scheme {scheme!r}{hint}, which has no backend here and whose fsspec '
+            f'implementation is not installed ({error}); supported: plain paths and '
+            f'{sorted({*_BUILTIN, *_custom} - {""})}.') from error
     module, name = _FSSPEC_FALLBACK
     backend_class = getattr(importlib.import_module(module), name)
     return lambda: backend_class(scheme)
@@ -126,7 +134,7 @@ def get_backend(url: str) -> ObjectStore:
         if factory is None and scheme in _BUILTIN:
             factory = _builtin(scheme, url)
         if factory is None and scheme not in _PLANNED:
-            factory = _fsspec_factory(scheme)
+            factory = _fsspec_factory(scheme, url)
         if factory is None:
             known = sorted({*_BUILTIN, *_custom} - {''})
             if scheme in _PLANNED:

@@ -34,13 +34,35 @@ from streaming.storage.retry import THROTTLED_STATUSES, retry_after
 from streaming.storage.secrets import redact
 from streaming.storage.transport import CHUNK_SIZE, byte_range, object_size
 
-__all__ = ['S3Backend']
+__all__ = ['S3Backend', 'S3NotFoundError']
 
 _MISSING = {'404', 'NoSuchKey', 'NotFound', 'NoSuchBucket'}
 _DENIED = {'403', '401', 'AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNotMatch',
            'AllAccessDisabled', 'ExpiredToken', 'InvalidToken'}
 _THROTTLED = {'429', '503', 'SlowDown', 'Throttling', 'ThrottlingException', 'RequestLimitExceeded',
               'TooManyRequests', 'ServiceUnavailable'}
+
+
+class S3NotFoundError(FileNotFoundError, ClientError):
+    """A missing object or bucket: a ``FileNotFoundError`` and botocore's ``ClientError``.
+
+    ``FileNotFoundError`` is what every backend raises; ``ClientError`` (with its ``response``
+    and ``operation_name``) is what the reference raises.
+
+    Defined here, not in ``streaming.storage.errors``, so that ``import streaming`` never
+    imports botocore.
+    """
+
+    def __init__(self, message: str, error_response: dict | None = None,
+                 operation_name: str | None = None) -> None:
+        FileNotFoundError.__init__(self, message)
+        self.response = error_response or {'Error': {'Code': '404', 'Message': 'Not Found'}}
+        self.operation_name = operation_name
+
+    __str__ = Exception.__str__  # The message, not OSError's "[Errno ...]" form.
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.args[0], self.response, self.operation_name)
 
 
 def _truthy(value: str | None) -> bool:
@@ -100,7 +122,8 @@ class S3Backend(Backend):
         code = str(error.response.get('Error', {}).get('Code', status))
         where = redact(url)
         if code in _MISSING or status == '404':
-            return FileNotFoundError(f'{where}: no such object ({self.service} {code}).')
+            return S3NotFoundError(f'{where}: no such object ({self.service} {code}).',
+                                   error.response, error.operation_name)
         if code in _DENIED or status in ('401', '403'):
             return PermissionError(f'{where}: access denied ({self.service} {code}); '
                                    f'{self.credentials_hint}.')

@@ -8,14 +8,11 @@ wrong or unhelpful, what we do instead.
 
 from __future__ import annotations
 
-import json
-import os
-import textwrap
 from typing import Any
 
 import pytest
 
-from tests.compat.oracle import run_reference_code
+from tests.compat.oracle import run_cases_here, run_cases_in_reference
 
 HEADER = """
 import json, os, shutil, warnings
@@ -278,35 +275,12 @@ result = out
 
 @pytest.fixture(scope='module')
 def ref(tmp_path_factory) -> dict[str, Any]:
-    base = str(tmp_path_factory.mktemp('ref'))
-    code = (f'import os\nCASES = json.loads({json.dumps(json.dumps(CASES))})\n'
-            f'HEADER = {HEADER!r}\n' + textwrap.dedent(_RUNNER) + f'\nemit(run_all({base!r}))\n')
-    return run_reference_code(code)[0]
-
-
-# Runs every case under ``base``; returns results by case name. The same source runs here and
-# in the reference's process.
-_RUNNER = '''
-def run_all(base):
-    results = {}
-    for name, code in CASES.items():
-        namespace = {'root': os.path.join(base, name)}
-        os.makedirs(namespace['root'])
-        try:
-            exec(HEADER + code, namespace)
-            results[name] = namespace['result']
-        except Exception as error:
-            results[name] = {'raised': [c.__name__ for c in type(error).__mro__],
-                             'message': str(error)[:500]}
-    return results
-'''
+    return run_cases_in_reference(CASES, HEADER, str(tmp_path_factory.mktemp('ref')))
 
 
 @pytest.fixture(scope='module')
 def ours(tmp_path_factory) -> dict[str, Any]:
-    namespace: dict[str, Any] = {'CASES': CASES, 'HEADER': HEADER, 'os': os}
-    exec(_RUNNER, namespace)  # noqa: S102 - the test's own runner
-    return json.loads(json.dumps(namespace['run_all'](str(tmp_path_factory.mktemp('ours')))))
+    return run_cases_here(CASES, HEADER, str(tmp_path_factory.mktemp('ours')))
 
 
 def test_warm_cache_survives_a_lost_remote_index(ours, ref) -> None:
@@ -321,9 +295,8 @@ def test_state_dict_after_load_reports_the_loaded_position(ours, ref) -> None:
     mine, theirs = ours['state_after_load'], ref['state_after_load']
     assert mine['after'] == theirs['after'] == [0, 40]
     assert mine['resumed'] == theirs['resumed'] == [40, 41, 42, 60]
-    # The reference's state before any iteration says epoch -1; we say epoch 0 (sample 0):
-    # both mean "from the start", and ours loads the reference's.
-    assert theirs['fresh_epoch'] == -1 and mine['fresh_epoch'] == 0
+    # Before any iteration both say epoch -1 ("from the start"); each loads the other's.
+    assert theirs['fresh_epoch'] == mine['fresh_epoch'] == -1
     assert mine['from_pre_iteration_state'] == theirs['from_pre_iteration_state'] == 100
 
 

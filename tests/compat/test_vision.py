@@ -193,3 +193,96 @@ def test_coco_convert_and_read(tmp_path: Any) -> None:
     flipped = StreamingCOCO(local=str(out), split='val', batch_size=1,
                             transform=lambda im, hw, b, lab: (im, hw[::-1], b * 2, lab + 1))
     assert flipped.get_item(0)[2] == (16, 12)
+
+
+# torchvision cannot be imported here (not installed in our env; in the reference's env it fails
+# to load beside the CPU torch) and there is no internet, so the download is exercised with a
+# stand-in ``torchvision.datasets.CIFAR10``: given download=True it writes small batches in the
+# official layout, as torchvision does after downloading, and serves (PIL image, label) pairs.
+FAKE_TORCHVISION_DATASETS = '''
+import os, pickle
+import numpy as np
+calls = []
+
+class CIFAR10:
+    def __init__(self, root, train=True, download=False, transform=None):
+        from PIL import Image
+        calls.append([root, train, download])
+        folder = os.path.join(root, 'cifar-10-batches-py')
+        if download and not os.path.isdir(folder):
+            os.makedirs(folder)
+            rng = np.random.default_rng(0)
+            for name in [f'data_batch_{i}' for i in range(1, 6)] + ['test_batch']:
+                batch = {'data': rng.integers(0, 256, (2, 3072), dtype=np.uint8),
+                         'labels': rng.integers(0, 10, 2).tolist()}
+                with open(os.path.join(folder, name), 'wb') as f:
+                    pickle.dump(batch, f)
+        self.items = []
+        for name in [f'data_batch_{i}' for i in range(1, 6)] if train else ['test_batch']:
+            with open(os.path.join(folder, name), 'rb') as f:
+                batch = pickle.load(f, encoding='latin1')
+            self.items += [(Image.fromarray(row.reshape(3, 32, 32).transpose(1, 2, 0)), int(y))
+                           for row, y in zip(batch['data'], batch['labels'])]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        return self.items[index]
+'''
+
+# Converts with the stand-in in place, then reads both splits back: the same in both libraries.
+_CONVERT_AND_READ = '''
+import sys
+sys.modules['torchvision.datasets'].__dict__.update(FAKE)
+sys.argv = ['cifar10', '--in_root', IN_ROOT, '--out_root', OUT_ROOT, '--progress_bar', '0']
+from streaming.vision.convert.cifar10 import main, parse_args
+main(parse_args())
+import numpy as np
+from streaming.base import LocalDataset
+rows = {split: sorted([int(s['y']), np.asarray(s['x']).tobytes().hex()]
+                      for s in LocalDataset(local=OUT_ROOT, split=split))
+        for split in ('train', 'val')}
+'''
+
+
+def test_cifar10_downloads_through_torchvision_as_the_reference(tmp_path: Any,
+                                                                 monkeypatch: Any) -> None:
+    import types
+    fake: dict[str, Any] = {}
+    exec(FAKE_TORCHVISION_DATASETS, fake)  # noqa: S102 - the test's own stand-in
+    package = types.ModuleType('torchvision')
+    datasets = types.ModuleType('torchvision.datasets')
+    package.datasets = datasets  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, 'torchvision', package)
+    monkeypatch.setitem(sys.modules, 'torchvision.datasets', datasets)
+    ours: dict[str, Any] = {'FAKE': fake, 'IN_ROOT': str(tmp_path / 'ours-raw'),
+                            'OUT_ROOT': str(tmp_path / 'ours-mds')}
+    exec(_CONVERT_AND_READ, ours)  # noqa: S102
+    # Downloaded into --in_root for the first split, then read from there for the second.
+    assert fake['calls'] == [[str(tmp_path / 'ours-raw'), True, True]]
+    assert len(ours['rows']['train']) == 10 and len(ours['rows']['val']) == 2
+    theirs = run_reference_code(
+        f'FAKE = {{}}\nexec({FAKE_TORCHVISION_DATASETS!r}, FAKE)\n'
+        f'IN_ROOT = {str(tmp_path / "ref-raw")!r}\nOUT_ROOT = {str(tmp_path / "ref-mds")!r}\n'
+        + _CONVERT_AND_READ + 'emit(rows)\nemit(FAKE["calls"])\n')
+    assert theirs[0] == ours['rows']
+    assert theirs[1][0] == [str(tmp_path / 'ref-raw'), True, True]
+
+
+def test_cifar10_without_torchvision_says_what_to_do(tmp_path: Any) -> None:
+    """torchvision is really missing from this env: the converter says what to install or
+    where to put the files, and writes nothing."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, '-c', 'import torchvision'], capture_output=True,
+                          env=env)
+    assert proc.returncode != 0, 'torchvision is importable here: the stand-in test covers it'
+    proc = subprocess.run([sys.executable, '-m', 'streaming.vision.convert.cifar10',
+                           '--in_root', str(tmp_path / 'raw'), '--out_root',
+                           str(tmp_path / 'mds'), '--progress_bar', '0'],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode != 0
+    message = proc.stderr.strip().splitlines()[-1]
+    assert message.startswith('FileNotFoundError: CIFAR-10 batches of split')
+    assert 'pip install torchvision' in message and 'cifar-10-python.tar.gz' in message
+    assert not os.path.exists(tmp_path / 'mds' / 'train' / 'index.json')

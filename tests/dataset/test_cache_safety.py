@@ -3,6 +3,7 @@ cache directory, nothing read or written outside ``local``, an unwritable ``loca
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from streaming import StreamingDataset
-from streaming.dataset.stream import Stream, private_cache_root
+from streaming.dataset.stream import Stream
 from streaming.errors import OutputError, ShardFileError
 from tests.dataset.conftest import write_ids
 
@@ -68,17 +69,24 @@ def test_symlinked_subdirectory_is_refused(tmp_path: Any) -> None:
     assert os.listdir(elsewhere) == []
 
 
-def test_default_cache_dir_is_private() -> None:
-    root = private_cache_root()
-    st = os.stat(root)
+def test_default_cache_dir_is_the_references_and_private(monkeypatch: Any,
+                                                          tmp_path: Any) -> None:
+    monkeypatch.delenv('STREAMING_CACHE_DIR', raising=False)
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
+    digest = hashlib.blake2s(b's3://bucket/x', digest_size=16).hexdigest()
+    assert Stream(remote='s3://bucket/x').local == str(tmp_path / digest) + os.sep
+    assert Stream(remote='s3://bucket/x', split='train').local == str(tmp_path / digest / 'train')
+    st = os.stat(tmp_path / digest)
     assert st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
-    assert Stream(remote='s3://bucket/x').local.startswith(root + os.sep)
+    monkeypatch.setenv('STREAMING_CACHE_DIR', str(tmp_path / 'root'))
+    assert Stream(remote='s3://bucket/x').local == str(tmp_path / 'root' / digest) + os.sep
 
 
 def test_default_cache_dir_owned_by_someone_else_is_refused(monkeypatch: Any,
                                                             tmp_path: Any) -> None:
+    monkeypatch.delenv('STREAMING_CACHE_DIR', raising=False)
     monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
-    root = tmp_path / f'streaming-cache-{os.getuid()}'
+    root = tmp_path / hashlib.blake2s(b's3://bucket/x', digest_size=16).hexdigest()
     root.mkdir(mode=0o700)
     if os.getuid() == 0:
         os.chown(root, 65534, 65534)  # nobody

@@ -20,6 +20,7 @@ import pytest
 
 from streaming import MDSWriter
 from streaming.coord import SharedDir
+from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.checked_file import HEADER_BYTES, digest, verify_checked, write_checked
 from streaming.dataset.index_cache import LazyShards, index_key, load_summary
 from streaming.dataset.order_store import shared_epoch_ids, wait_for_background
@@ -72,7 +73,11 @@ def _expected(local: str, batch_size: int, seed: int = 9176, workers: int = 0,
 
 
 def _order_files(local: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(local, '.shardflow', 'order-*.ids')))
+    return sorted(glob.glob(os.path.join(setup_cache_dir(local), 'order-*.ids')))
+
+
+def _summary(local: str) -> str:
+    return os.path.join(setup_cache_dir(local), 'index.bin')
 
 
 def _inode(path: str) -> int:
@@ -85,15 +90,18 @@ def test_caches_are_written_then_used_and_give_the_uncached_order(tmp_path) -> N
     expected = _expected(local, 8, workers=2)
     uncached = _run({'STREAMING_SETUP_CACHE': '0'}, **args)
     assert uncached['ids'] == expected
-    assert not os.path.exists(os.path.join(local, '.shardflow'))
+    assert not _order_files(local) and not os.path.exists(_summary(local))
     cold = _run(**args)
     assert cold['ids'] == expected and cold['lazy'] == 'LazyShards'
     order_file, = _order_files(local)
-    summary = os.path.join(local, '.shardflow', 'index.bin')
+    summary = _summary(local)
     stamps = _inode(order_file), _inode(summary)
     warm = _run(**args)
     assert warm['ids'] == expected and warm['lazy'] == 'LazyShards'
     assert (_inode(order_file), _inode(summary)) == stamps  # Read, not rewritten.
+    # Kept outside the dataset's directory, which holds the dataset's files alone.
+    assert not os.path.commonpath([order_file, summary, local]) == local
+    assert all(n == 'index.json' or n.startswith('shard.') for n in os.listdir(local))
 
 
 def test_the_cached_order_serves_other_topologies_and_resume_points(tmp_path) -> None:
@@ -121,7 +129,7 @@ def test_another_seed_or_a_rewritten_index_is_not_served_from_the_caches(tmp_pat
             os.remove(os.path.join(local, name))
     for name in os.listdir(other_dir):
         os.rename(os.path.join(other_dir, name), os.path.join(local, name))
-    summary = os.path.join(local, '.shardflow', 'index.bin')
+    summary = _summary(local)
     stamp = _inode(summary)
     got = _run(local=local, batch_size=10, shuffle=True)
     assert got['ids'] == _expected(local, 10) and sorted(got['ids']) == list(range(1500))
@@ -134,7 +142,7 @@ def test_a_damaged_cache_file_is_ignored_and_rewritten(tmp_path, damage: str) ->
     expected = _expected(local, 10)
     _run(local=local, batch_size=10, shuffle=True)
     order_file, = _order_files(local)
-    summary = os.path.join(local, '.shardflow', 'index.bin')
+    summary = _summary(local)
     for path in (order_file, summary):
         data = bytearray(open(path, 'rb').read())
         if damage == 'truncate':

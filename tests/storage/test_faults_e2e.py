@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from streaming.dataset.order_store import CACHE_SUBDIR
+from streaming.dataset.cache_dirs import setup_cache_dir
 from tests.storage import servers
 from tests.storage.conftest import s3_env
 from tests.storage.test_e2e import read_all, write
@@ -43,9 +43,9 @@ def dataset_behind_proxy(s3, moto, monkeypatch):
 def assert_cache_is_trustworthy(local: str) -> int:
     """Every file in the cache is index.json, a shard file matching its index entry, or an
     in-progress download (``*.tmp``, ``*.partial``) of a worker killed when the run ended, which
-    is never read: no file at a shard's name is wrong. ``.shardflow`` holds only the set-up caches
-    (index summary, epoch orders), which are used only when their key and checksum match
-    (tests/dataset/test_setup_cache.py damages them)."""
+    is never read: no file at a shard's name is wrong. The set-up caches (index summary, epoch
+    orders) are kept outside it and hold nothing else; they are used only when their key and
+    checksum match (tests/dataset/test_setup_cache.py damages them)."""
     with open(os.path.join(local, 'index.json')) as f:
         index = json.load(f)
     expected = {}
@@ -54,12 +54,10 @@ def assert_cache_is_trustworthy(local: str) -> int:
             if shard.get(key):
                 expected[shard[key]['basename']] = shard[key]['hashes']['sha1']
     checked = 0
-    caches = os.path.join(local, CACHE_SUBDIR)
+    caches = setup_cache_dir(local)
     for name in os.listdir(caches) if os.path.isdir(caches) else []:
         assert re.fullmatch(r'index\.bin|order-[0-9a-f]+\.ids|.*\.tmp', name), name
     for name in os.listdir(local):
-        if name == CACHE_SUBDIR:
-            continue
         if name == 'index.json' or re.search(r'\.(tmp|partial|partial\.json)$', name):
             continue
         assert name in expected, f'unexpected file in the cache: {name}'

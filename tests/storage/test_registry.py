@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from streaming.storage import DownloadError, Uploader, download_file, get_backend
+from streaming.storage import DownloadError, Uploader, download_file, get_backend, registry
 from streaming.storage.registry import _BUILTIN
 from streaming.storage.secrets import redact
 from tests.storage.conftest import AWS_SECRET
@@ -65,10 +65,30 @@ def test_unknown_scheme_lists_the_supported_ones() -> None:
         get_backend('nope://x/y')
 
 
-def test_every_builtin_scheme_resolves() -> None:
+def test_every_builtin_scheme_resolves(monkeypatch) -> None:
+    monkeypatch.setattr(registry, '_instances', {})
+    monkeypatch.setenv('GCS_KEY', 'key')  # gs:// needs credentials at once (HMAC keys here).
+    monkeypatch.setenv('GCS_SECRET', 'secret')
     for scheme in _BUILTIN:
         if scheme:
             assert get_backend(f'{scheme}://b/k').scheme in (scheme, 'http', 'file')
+
+
+def test_gs_without_credentials_fails_at_once(monkeypatch, tmp_path) -> None:
+    """A ValueError naming what to set, from the backend's creation: no request, no retry."""
+    pytest.importorskip('google.cloud.storage')
+    from streaming.storage.errors import MissingCredentialsError
+    monkeypatch.setattr(registry, '_instances', {})
+    for name in list(os.environ):
+        if name.startswith(('GCS_', 'GOOGLE_', 'STORAGE_EMULATOR', 'GCE_', 'CLOUDSDK_')):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv('CLOUDSDK_CONFIG', str(tmp_path / 'no-gcloud'))
+    monkeypatch.setenv('NO_GCE_CHECK', 'true')
+    with pytest.raises(MissingCredentialsError, match='GCS_KEY and GCS_SECRET') as caught:
+        download_file('gs://bucket/key', str(tmp_path / 'key'), retries=5)
+    assert isinstance(caught.value, ValueError)
+    with pytest.raises(ValueError, match='application default credentials'):
+        Uploader((str(tmp_path / 'out'), 'gs://bucket/out'))
 
 
 # ---- secrets ----------------------------------------------------------------------------------

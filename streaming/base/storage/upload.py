@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import enum
 import os
-import shutil
 from urllib.parse import urlparse
 
+from streaming.storage.secrets import redact
 from streaming.storage.upload import Uploader
 
 __all__ = ['AlipanUploader', 'AzureDataLakeUploader', 'AzureUploader', 'CloudUploader',
@@ -27,15 +27,18 @@ class CloudUploader(Uploader):
 
     def __init__(self, out: str | tuple[str, str], keep_local: bool = False,
                  progress_bar: bool = False, retry: int = 2, exist_ok: bool = False) -> None:
-        super().__init__(out, keep_local=keep_local, retry=retry, exist_ok=exist_ok,
-                         progress_bar=progress_bar)
+        # ``exist_ok`` lets a non-empty local directory be used as it is, never emptied (the
+        # writers' ``exist_ok`` is what clears an output directory, not the uploader).
+        super().__init__(_checked_out(out), keep_local=keep_local, retry=retry,
+                         exist_ok=exist_ok, keep_contents=exist_ok, progress_bar=progress_bar)
+        self._delete_local_files = not keep_local
 
     @classmethod
     def get(cls, out: str | tuple[str, str], keep_local: bool = False,
             progress_bar: bool = False, retry: int = 2, exist_ok: bool = False) -> CloudUploader:
         """The uploader for ``out``'s remote scheme (``LocalUploader`` for a plain path)."""
-        remote = out if isinstance(out, str) else out[1]
-        uploader_cls = _uploader_class(remote)
+        out = _checked_out(out)
+        uploader_cls = _uploader_class(out if isinstance(out, str) else out[1])
         return uploader_cls(out, keep_local=keep_local, progress_bar=progress_bar, retry=retry,
                             exist_ok=exist_ok)
 
@@ -59,9 +62,21 @@ class CloudUploader(Uploader):
                 for found in get_backend(url).list(url)]
 
     def clear_local(self, local: str) -> None:
-        """Remove the local directory ``local`` unless files are kept locally."""
-        if not self.keep_local and os.path.isdir(local):
-            shutil.rmtree(local, ignore_errors=True)
+        """Delete the local file ``local`` unless created with ``keep_local=True``.
+
+        As the reference: only a file is removed (a directory or a missing path is left alone).
+        """
+        if self._delete_local_files and os.path.isfile(local):
+            os.remove(local)
+
+
+def _checked_out(out: object) -> str | tuple[str, str]:
+    """``out`` as given if it is a path or URL string or a (local, remote) pair of strings."""
+    if isinstance(out, str) or (isinstance(out, (tuple, list)) and len(out) == 2 and
+                                all(isinstance(part, str) for part in out)):
+        return out if isinstance(out, str) else (out[0], out[1])
+    raise ValueError(f'Invalid `out` argument {redact(repr(out))}: it must be a local directory or '
+                     f'remote URL string, or a (local, remote) pair of strings.')
 
 
 def _is_url(path: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import EncodingError
+from streaming.errors import ColumnTypeError, EncodingError
 
 __all__ = ['Encoding', 'get_mds_encodings', 'is_mds_encoding', 'is_mds_encoding_safe',
            'mds_encode', 'mds_decode', 'get_mds_encoded_size', 'get_coder']
@@ -36,11 +36,11 @@ class Encoding:
 
     @staticmethod
     def _validate(obj: Any, kind: type | tuple[type, ...]) -> None:
-        """Raise TypeError unless ``obj`` is of type ``kind``."""
+        """Raise ``ColumnTypeError`` (a TypeError) unless ``obj`` is of type ``kind``."""
         if not isinstance(obj, kind):
             kinds = kind if isinstance(kind, tuple) else (kind,)
             names = ' or '.join(k.__name__ for k in kinds)
-            raise TypeError(f'expected {names}, got {type(obj).__name__}')
+            raise ColumnTypeError(f'expected {names}, got {type(obj).__name__}')
 
 
 class Bytes(Encoding):
@@ -321,13 +321,16 @@ class ListPNG(_ImageList):
 
 
 class JPEGArray(Encoding):
-    """A list of already-encoded JPEG files (bytes); decodes to a list of PIL images."""
+    """A list of already-encoded JPEG files; decodes to a list of PIL images.
+
+    Each file is bytes-like (``bytes``, ``bytearray`` or ``memoryview``), as in the reference.
+    """
 
     def encode(self, obj: list) -> bytes:
         self._validate(obj, (list, tuple))
         for item in obj:
-            self._validate(item, bytes)
-        return _pack_parts(list(obj), reserved=False)
+            self._validate(item, (bytes, bytearray, memoryview))
+        return _pack_parts([bytes(item) for item in obj], reserved=False)
 
     def decode(self, data: bytes) -> list:
         parts = _unpack_parts(data, reserved=False)

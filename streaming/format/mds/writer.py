@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from streaming.errors import EncodingError
+from streaming.errors import ColumnTypeError, EncodingError
 from streaming.format.columns import check_columns, column_mismatch
 from streaming.format.mds.encodings import get_coder, is_mds_encoding
 from streaming.format.writer import SingleFileShardWriter
@@ -56,7 +56,8 @@ class MDSWriter(SingleFileShardWriter):
                 try:
                     data = coder.encode(value)
                 except Exception as error:
-                    kind = TypeError if isinstance(error, TypeError) else EncodingError
+                    kind = (ColumnTypeError if isinstance(error, ColumnTypeError) else
+                            TypeError if isinstance(error, TypeError) else EncodingError)
                     raise kind(f'Column {name!r} (encoding {encoding!r}) cannot store '
                                       f'{type(value).__name__} value {_short(value)}: {error}') \
                         from error
