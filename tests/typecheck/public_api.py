@@ -1,4 +1,4 @@
-"""Uses every name of ``streaming.__all__`` the way a user's code would; never run, only type-checked.
+"""Uses every name of ``streaming.__all__`` as a user would; never run, only type-checked.
 
 ``scripts/wheel_check.sh`` runs ``mypy --strict`` on this file against the installed wheel, so
 the public API's annotations (shipped through ``py.typed``) must be complete and consistent. An
@@ -69,6 +69,23 @@ def read(remote: str, local: str) -> int:
     assert_type(world.is_local_leader, bool)
     del sample, first
     return length + len(local_ds)
+
+
+def not_any(dataset: StreamingDataset, loader: StreamingDataLoader, stream: Stream,
+            local_ds: LocalDataset, world: World, writer: MDSWriter) -> None:
+    """Each public class is a real type to the checker, not ``Any`` (a lazy import can hide it).
+
+    Every assignment below is wrong on purpose; were a class ``Any``, mypy would accept it and
+    --strict (warn_unused_ignores) would then fail on the unused ``type: ignore``.
+    """
+    wrong: int
+    wrong = dataset  # type: ignore[assignment]
+    wrong = loader  # type: ignore[assignment]
+    wrong = stream  # type: ignore[assignment]
+    wrong = local_ds  # type: ignore[assignment]
+    wrong = world  # type: ignore[assignment]
+    wrong = writer  # type: ignore[assignment]
+    del wrong
 
 
 version: str = __version__
