@@ -20,7 +20,8 @@ if [ ! -x "$PY" ]; then
 fi
 
 status=0
-"$PY" -m pytest -n 2 -q "$@" || status=$?
+# The 25 slowest test phases are listed at the end of every run (CI logs keep the profile).
+"$PY" -m pytest -n 2 -q --durations=25 "$@" || status=$?
 if [ "$status" -eq 5 ]; then
   # pytest's "no tests were collected": never let an empty run pass.
   echo "test.sh: pytest collected no tests; treating this as a failure." >&2

@@ -7,7 +7,7 @@ first time it is used, so ``import streaming`` stays fast.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streaming._version import __version__
 from streaming.writing import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
@@ -20,6 +20,13 @@ _LAZY = {'LocalDataset': 'streaming.local_dataset', 'Stream': 'streaming.dataset
          'StreamingDataset': 'streaming.dataset.dataset',
          'StreamingDataLoader': 'streaming.dataloader', 'World': 'streaming.world'}
 
+
+if TYPE_CHECKING:  # Type checkers see the real classes (py.typed); at run time they stay lazy.
+    from streaming.dataloader import StreamingDataLoader
+    from streaming.dataset.dataset import StreamingDataset
+    from streaming.dataset.stream import Stream
+    from streaming.local_dataset import LocalDataset
+    from streaming.world import World
 
 # The reference's domain packages, imported on first access (they need torch; their optional
 # torchvision / transformers load only when their classes are used).

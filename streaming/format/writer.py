@@ -16,7 +16,7 @@ import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,8 @@ from streaming.format.hashing import get_hash, validate_hashes
 from streaming.format.index import INDEX_BASENAME, FileInfo, write_index
 from streaming.format.outlock import DirectoryLock, check_writable
 from streaming.util import bytes_to_int, parse_quantity
+
+_W = TypeVar('_W', bound='Writer')
 
 __all__ = ['Writer', 'SingleFileShardWriter', 'DataMetaShardWriter', 'FileDoneHook',
            'parse_size_limit', 'make_output_dir']
@@ -207,7 +209,7 @@ class Writer:
             self._progress.close()
         self._out_lock.release()
 
-    def __enter__(self) -> Writer:
+    def __enter__(self: _W) -> _W:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
