@@ -1,0 +1,148 @@
+"""Arrow columns as the values MDS readers give: ints, floats, str, bytes, numpy arrays.
+
+A decoded table (a Parquet row group, an Arrow record batch) is turned once into one accessor
+per column, so that sample ``i`` costs a few slices, not a ``to_pylist`` of the table:
+
+* lists (and fixed-size lists) of numbers, at any depth, without nulls: a numpy array per
+  sample (a view of the decoded buffer for one level);
+* binary and string columns: ``bytes``/``str`` cut from the data buffer when asked for;
+* numbers and booleans: Python scalars; everything else (structs, maps, timestamps...):
+  what ``pyarrow``'s ``as_py`` gives. A null is ``None``.
+
+Decoded tables of one process are kept under a byte budget (``STREAMING_DECODED_BYTES``,
+default 512 MiB), least recently used dropped first; a dropped one is decoded again when next
+read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ['column_getters', 'DecodedCache']
+
+Getter = Callable[[int], Any]
+
+
+def _numeric(pa: Any, kind: Any) -> bool:
+    types = pa.types
+    return types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
+
+
+def _list_leaf(pa: Any, kind: Any) -> Any:
+    """The innermost value type of nested (fixed-size) lists, or None if ``kind`` is no list."""
+    types = pa.types
+    if not (types.is_list(kind) or types.is_large_list(kind) or types.is_fixed_size_list(kind)):
+        return None
+    while types.is_list(kind) or types.is_large_list(kind) or types.is_fixed_size_list(kind):
+        kind = kind.value_type
+    return kind
+
+
+def _binary_getter(array: Any, large: bool, text: bool) -> Getter:
+    _, offsets_buf, data_buf = array.buffers()[:3]
+    offsets = np.frombuffer(offsets_buf, np.int64 if large else np.int32)[
+        array.offset:array.offset + len(array) + 1]
+    data = memoryview(data_buf) if data_buf is not None else memoryview(b'')
+    starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
+    nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
+    if text:
+        def get(i: int) -> Any:
+            if nulls is not None and nulls[i]:
+                return None
+            return str(data[starts[i]:ends[i]], 'utf-8')
+    else:
+        def get(i: int) -> Any:
+            if nulls is not None and nulls[i]:
+                return None
+            return bytes(data[starts[i]:ends[i]])
+    return get
+
+
+def _list_getter(pa: Any, array: Any) -> Getter | None:
+    """One numpy array per sample for a one-level list of numbers without nulls."""
+    types = pa.types
+    if array.null_count or array.values.null_count:
+        return None
+    values = array.flatten().to_numpy(zero_copy_only=False)
+    if types.is_fixed_size_list(array.type):
+        size = array.type.list_size
+        return lambda i: values[i * size:(i + 1) * size]
+    offsets = array.offsets.to_numpy()
+    offsets = (offsets - offsets[0]).tolist()
+    return lambda i: values[offsets[i]:offsets[i + 1]]
+
+
+def _nested_getter(rows: list[Any], dtype: Any) -> Getter:
+    """A numpy array per sample from nested lists (None stays None)."""
+    return lambda i: None if rows[i] is None else np.asarray(rows[i], dtype)
+
+
+def column_getters(table: Any) -> dict[str, Getter]:
+    """``{column: get(i)}`` for a ``pyarrow.Table`` (or record batch)."""
+    import pyarrow as pa
+    types = pa.types
+    getters: dict[str, Getter] = {}
+    for name in table.column_names:
+        column = table.column(name)
+        array = column.combine_chunks() if hasattr(column, 'combine_chunks') else column
+        kind = array.type
+        if types.is_dictionary(kind):
+            array = array.dictionary_decode()
+            kind = array.type
+        leaf = _list_leaf(pa, kind)
+        getter: Getter | None = None
+        if types.is_binary(kind) or types.is_large_binary(kind):
+            getter = _binary_getter(array, types.is_large_binary(kind), False)
+        elif types.is_string(kind) or types.is_large_string(kind):
+            getter = _binary_getter(array, types.is_large_string(kind), True)
+        elif _numeric(pa, kind):
+            getter = array.to_pylist().__getitem__
+        elif leaf is not None and _numeric(pa, leaf):
+            if _list_leaf(pa, kind.value_type) is None:
+                getter = _list_getter(pa, array)
+            if getter is None:
+                getter = _nested_getter(array.to_pylist(), leaf.to_pandas_dtype())
+        if getter is None:
+            getter = array.to_pylist().__getitem__
+        getters[name] = getter
+    return getters
+
+
+class DecodedCache:
+    """Which owners of this process hold decoded data (``owner.decoded``), under a byte budget.
+
+    The least recently used owner's ``decoded`` is set to None when the budget is exceeded.
+    """
+
+    def __init__(self, budget: int | None = None) -> None:
+        self.budget = budget if budget is not None else \
+            int(os.environ.get('STREAMING_DECODED_BYTES', 512 << 20))
+        self._items: OrderedDict[int, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+
+    def touch(self, owner: Any) -> None:
+        """``owner`` was just read (keep it longest)."""
+        if id(owner) in self._items:
+            self._items.move_to_end(id(owner))
+
+    def put(self, owner: Any, value: Any, nbytes: int) -> None:
+        """Set ``owner.decoded = value`` (``nbytes`` large), dropping others' beyond the budget."""
+        self.drop(owner)
+        owner.decoded = value
+        self._items[id(owner)] = (owner, nbytes)
+        self._bytes += nbytes
+        while self._bytes > self.budget and len(self._items) > 1:
+            _, (old, size) = self._items.popitem(last=False)
+            old.decoded = None
+            self._bytes -= size
+
+    def drop(self, owner: Any) -> None:
+        """Forget ``owner``'s decoded data."""
+        item = self._items.pop(id(owner), None)
+        if item is not None and item[0] is owner:
+            self._bytes -= item[1]
+        owner.decoded = None

@@ -1,0 +1,241 @@
+"""Parquet files streamed as they are: one shard per row group, only the columns asked for.
+
+Indexing reads each file's footer (its last 64 KiB, one more range if the footer is longer)
+and records, per row group, its row count and each column chunk's byte range. The shard of a
+row group is the local file made of the chunks of the projected columns followed by the footer;
+``ParquetReader`` decodes it with ``pyarrow.parquet`` as if it were the whole file (reads outside
+the ranges it holds see zeros, and only the footer's tail is ever read there).
+
+pyarrow is imported when a Parquet file is first indexed or read, never at ``import streaming``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import struct
+from typing import Any, Iterator
+
+from streaming.errors import IndexFileError, MissingShardFileError, SourceFileError
+from streaming.format.arrow_values import DecodedCache, column_getters
+from streaming.format.index import FileInfo
+from streaming.format.reader import Reader
+from streaming.format.registry import register_format
+from streaming.format.sources import SourceFormat, register_source
+
+__all__ = ['ParquetSource', 'ParquetReader', 'RangeFile']
+
+MAGIC = b'PAR1'
+TAIL = 64 << 10  # Bytes read from the end of a file to find its footer in one request.
+_decoded = DecodedCache()
+
+
+def _pq() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError('Streaming Parquet files needs pyarrow: pip install pyarrow') from None
+    return pq
+
+
+def _coalesce(ranges: list[list[int]]) -> list[list[int]]:
+    """Sorted ranges with touching or overlapping ones merged."""
+    out: list[list[int]] = []
+    for start, length in sorted(ranges):
+        if out and start <= out[-1][0] + out[-1][1]:
+            out[-1][1] = max(out[-1][1], start + length - out[-1][0])
+        else:
+            out.append([start, length])
+    return out
+
+
+class ParquetSource(SourceFormat):
+    """Parquet files: units are row groups; their ranges are column chunks plus the footer."""
+
+    name = 'parquet'
+    extensions = ('.parquet', '.parq', '.pq')
+
+    def index_ranges(self, where: str, size: int, read: Any,
+                     options: dict[str, Any]) -> dict[str, Any]:
+        if size < 12:
+            raise SourceFileError(f'{where}: {size} bytes is too short for a Parquet file.')
+        tail_start = max(0, size - TAIL)
+        tail = read(tail_start, size)
+        if tail[-4:] != MAGIC:
+            raise SourceFileError(f'{where}: no Parquet footer (the file does not end with '
+                                  f'"PAR1"): it is truncated or not a Parquet file.')
+        footer_len = struct.unpack('<I', tail[-8:-4])[0]
+        footer_start = size - 8 - footer_len
+        if footer_start < 4:
+            raise SourceFileError(f'{where}: the footer length {footer_len} does not fit in the '
+                                  f'file ({size} bytes): the file is truncated or corrupt.')
+        if footer_start < tail_start:
+            tail = read(footer_start, tail_start) + tail
+            tail_start = footer_start
+        footer = tail[footer_start - tail_start:]
+        pq = _pq()
+        import pyarrow as pa
+        try:
+            meta = pq.read_metadata(pa.BufferReader(MAGIC + footer))
+            schema = meta.schema.to_arrow_schema()
+        except Exception as error:
+            raise SourceFileError(f'{where}: the Parquet footer cannot be read ({error}); the '
+                                  f'file is corrupt.') from None
+        units = []
+        for number in range(meta.num_row_groups):
+            group = meta.row_group(number)
+            chunks: dict[str, list[list[int]]] = {}
+            for c in range(group.num_columns):
+                column = group.column(c)
+                start = column.data_page_offset
+                if column.has_dictionary_page and column.dictionary_page_offset:
+                    start = min(start, column.dictionary_page_offset)
+                length = column.total_compressed_size
+                if start < 4 or start + length > footer_start:
+                    raise SourceFileError(f'{where}: row group {number} column '
+                                          f'{column.path_in_schema!r} lies outside the data '
+                                          f'(bytes {start}-{start + length}): corrupt footer.')
+                top = column.path_in_schema.split('.')[0]
+                chunks.setdefault(top, []).append([start, length])
+            units.append({'samples': group.num_rows, 'columns': chunks})
+        return {'schema': {field.name: str(field.type) for field in schema},
+                'footer': [footer_start, footer_len + 8], 'units': units}
+
+    def unit_ranges(self, record: dict[str, Any], unit: dict[str, Any],
+                    columns: list[str] | None) -> list[list[int]]:
+        names = columns if columns is not None else list(unit['columns'])
+        ranges = [r for name in names for r in unit['columns'].get(name, [])]
+        return _coalesce(ranges) + [list(record['footer'])]
+
+    def entry_extras(self, record: dict[str, Any], unit: dict[str, Any],
+                     columns: list[str] | None) -> dict[str, Any]:
+        return {'columns': list(columns) if columns is not None else list(record['schema'])}
+
+
+class RangeFile:
+    """A read-only file object over byte ranges of a source, laid end to end in ``data``.
+
+    It has the source's size; bytes outside the ranges read as zeros.
+    """
+
+    def __init__(self, data: Any, ranges: list[list[int]], size: int) -> None:
+        self.data, self.size, self.pos, self.closed = data, size, 0, False
+        self.starts = [start for start, _ in ranges]
+        self.spans = []
+        local = 0
+        for start, length in ranges:
+            self.spans.append((start, length, local))
+            local += length
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else self.pos + offset if whence == 1 else \
+            self.size + offset
+        return self.pos
+
+    def read(self, n: int = -1) -> bytes:
+        begin = self.pos
+        end = self.size if n is None or n < 0 else min(self.size, begin + n)
+        if end <= begin:
+            return b''
+        self.pos = end
+        i = max(bisect.bisect_right(self.starts, begin) - 1, 0)
+        start, length, local = self.spans[i] if self.spans else (0, 0, 0)
+        if start <= begin and end <= start + length:  # Within one range: a plain slice.
+            return self.data[local + begin - start:local + end - start]
+        out = bytearray(end - begin)
+        for start, length, local in self.spans[i:]:
+            if start >= end:
+                break
+            lo, hi = max(start, begin), min(start + length, end)
+            if lo < hi:
+                out[lo - begin:hi - begin] = self.data[local + lo - start:local + hi - start]
+        return bytes(out)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ParquetReader(Reader):
+    """One row group of a Parquet file: its projected column chunks and the footer, local."""
+
+    file_keys = ('raw_data', 'zip_data')
+
+    def __init__(self, dirname: str, split: str | None, compression: str | None,
+                 hashes: list[str], raw_data: FileInfo, samples: int,
+                 size_limit: int | str | None, zip_data: FileInfo | None, source: str,
+                 source_size: int, unit: int, ranges: list[list[int]], columns: list[str],
+                 source_etag: str | None = None) -> None:
+        super().__init__(dirname, split, compression, hashes, samples, size_limit)
+        self.raw_data, self.zip_data = raw_data, zip_data
+        self.file_pairs = [(raw_data, zip_data)]
+        self.source, self.source_size, self.source_etag = source, source_size, source_etag
+        self.row_group, self.ranges, self.columns = unit, ranges, columns
+        self.decoded: dict[str, Any] | None = None  # Column getters of the decoded row group.
+
+    def check_files(self, maps: list[mmap.mmap]) -> None:
+        pass  # Sizes are checked by the map; the content when decoded.
+
+    def close(self) -> None:
+        _decoded.drop(self)
+        super().close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state['decoded'] = None
+        return state
+
+    def _getters(self) -> dict[str, Any]:
+        getters = self.decoded
+        if getters is not None:
+            return getters
+        data = (self._maps or self._open())[0]
+        where = f'row group {self.row_group} of {self.source}'
+        pq = _pq()
+        try:
+            handle = RangeFile(data, self.ranges, self.source_size)
+            table = pq.ParquetFile(handle).read_row_group(self.row_group, columns=self.columns)
+        except (OSError, ValueError, KeyError, IndexError) as error:
+            if isinstance(error, (FileNotFoundError, MissingShardFileError)):
+                raise
+            raise SourceFileError(f'{where} (cached as {self.path(self.raw_data)}) cannot be '
+                                  f'decoded ({type(error).__name__}: {error}): the row group '
+                                  f'is corrupt.') from None
+        if table.num_rows != self.samples:
+            raise SourceFileError(f'{where} has {table.num_rows} rows but the index says '
+                                  f'{self.samples}: the index is stale.')
+        getters = column_getters(table)
+        _decoded.put(self, getters, table.nbytes)
+        return getters
+
+    def get_item(self, idx: int) -> dict[str, Any]:
+        getters = self.decoded or self._getters()
+        _decoded.touch(self)
+        return {name: get(idx) for name, get in getters.items()}
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self.get_item(i) for i in range(self.samples))
+
+
+def _check_entry(where: str, entry: dict[str, Any]) -> None:
+    if not isinstance(entry.get('ranges'), list) or not all(
+            isinstance(r, list) and len(r) == 2 and all(isinstance(v, int) and v >= 0 for v in r)
+            for r in entry['ranges']):
+        raise IndexFileError(f'{where}: "ranges" must be a list of [start, length] pairs.')
+
+
+register_source(ParquetSource())
+register_format('parquet', reader=ParquetReader, check_entry=_check_entry,
+                required_keys={'source': str, 'source_size': int, 'unit': int, 'ranges': list,
+                               'columns': list})
