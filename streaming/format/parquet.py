@@ -12,22 +12,19 @@ pyarrow is imported when a Parquet file is first indexed or read, never at ``imp
 from __future__ import annotations
 
 import bisect
-import mmap
 import struct
-from typing import Any, Iterator
+from typing import Any
 
-from streaming.errors import IndexFileError, MissingShardFileError, SourceFileError
-from streaming.format.arrow_values import DecodedCache, column_getters
-from streaming.format.index import FileInfo
-from streaming.format.reader import Reader
+from streaming.errors import SourceFileError
+from streaming.format.arrow_values import column_getters
 from streaming.format.registry import register_format
+from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.format.sources import SourceFormat, register_source
 
 __all__ = ['ParquetSource', 'ParquetReader', 'RangeFile']
 
 MAGIC = b'PAR1'
 TAIL = 64 << 10  # Bytes read from the end of a file to find its footer in one request.
-_decoded = DecodedCache()
 
 
 def _pq() -> Any:
@@ -167,47 +164,17 @@ class RangeFile:
         self.closed = True
 
 
-class ParquetReader(Reader):
+class ParquetReader(SourceReader):
     """One row group of a Parquet file: its projected column chunks and the footer, local."""
 
-    file_keys = ('raw_data', 'zip_data')
-
-    def __init__(self, dirname: str, split: str | None, compression: str | None,
-                 hashes: list[str], raw_data: FileInfo, samples: int,
-                 size_limit: int | str | None, zip_data: FileInfo | None, source: str,
-                 source_size: int, unit: int, ranges: list[list[int]], columns: list[str],
-                 source_etag: str | None = None) -> None:
-        super().__init__(dirname, split, compression, hashes, samples, size_limit)
-        self.raw_data, self.zip_data = raw_data, zip_data
-        self.file_pairs = [(raw_data, zip_data)]
-        self.source, self.source_size, self.source_etag = source, source_size, source_etag
-        self.row_group, self.ranges, self.columns = unit, ranges, columns
-        self.decoded: dict[str, Any] | None = None  # Column getters of the decoded row group.
-
-    def check_files(self, maps: list[mmap.mmap]) -> None:
-        pass  # Sizes are checked by the map; the content when decoded.
-
-    def close(self) -> None:
-        _decoded.drop(self)
-        super().close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        state['decoded'] = None
-        return state
-
-    def _getters(self) -> dict[str, Any]:
-        getters = self.decoded
-        if getters is not None:
-            return getters
-        data = (self._maps or self._open())[0]
-        where = f'row group {self.row_group} of {self.source}'
-        pq = _pq()
+    def decode(self) -> tuple[dict[str, Any], int]:
+        where = f'row group {self.unit} of {self.source}'
+        data = self.data()
         try:
             handle = RangeFile(data, self.ranges, self.source_size)
-            table = pq.ParquetFile(handle).read_row_group(self.row_group, columns=self.columns)
+            table = _pq().ParquetFile(handle).read_row_group(self.unit, columns=self.columns)
         except (OSError, ValueError, KeyError, IndexError) as error:
-            if isinstance(error, (FileNotFoundError, MissingShardFileError)):
+            if isinstance(error, FileNotFoundError):
                 raise
             raise SourceFileError(f'{where} (cached as {self.path(self.raw_data)}) cannot be '
                                   f'decoded ({type(error).__name__}: {error}): the row group '
@@ -215,27 +182,9 @@ class ParquetReader(Reader):
         if table.num_rows != self.samples:
             raise SourceFileError(f'{where} has {table.num_rows} rows but the index says '
                                   f'{self.samples}: the index is stale.')
-        getters = column_getters(table)
-        _decoded.put(self, getters, table.nbytes)
-        return getters
-
-    def get_item(self, idx: int) -> dict[str, Any]:
-        getters = self.decoded or self._getters()
-        _decoded.touch(self)
-        return {name: get(idx) for name, get in getters.items()}
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (self.get_item(i) for i in range(self.samples))
-
-
-def _check_entry(where: str, entry: dict[str, Any]) -> None:
-    if not isinstance(entry.get('ranges'), list) or not all(
-            isinstance(r, list) and len(r) == 2 and all(isinstance(v, int) and v >= 0 for v in r)
-            for r in entry['ranges']):
-        raise IndexFileError(f'{where}: "ranges" must be a list of [start, length] pairs.')
+        return column_getters(table), table.nbytes
 
 
 register_source(ParquetSource())
-register_format('parquet', reader=ParquetReader, check_entry=_check_entry,
-                required_keys={'source': str, 'source_size': int, 'unit': int, 'ranges': list,
-                               'columns': list})
+register_format('parquet', reader=ParquetReader, check_entry=check_ranges_entry,
+                required_keys={**SOURCE_KEYS, 'columns': list})
