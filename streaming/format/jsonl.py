@@ -88,10 +88,7 @@ class JSONLSource(SourceFormat):
 
     def entry_extras(self, record: dict[str, Any], unit: dict[str, Any],
                      columns: list[str] | None) -> dict[str, Any]:
-        extras: dict[str, Any] = {'first_line': unit['first_line']}
-        if columns is not None:
-            extras['columns'] = list(columns)
-        return extras
+        return {'first_line': unit['first_line']}
 
 
 class JSONLReader(SourceReader):

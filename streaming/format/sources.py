@@ -61,6 +61,8 @@ class SourceFormat:
                                   'bytes': sum(length for _, length in ranges), 'hashes': {}},
                      'source': path, 'source_size': record['size'],
                      'source_etag': record.get('etag'), 'unit': number, 'ranges': ranges}
+            if columns is not None:
+                entry['columns'] = list(columns)
             entry.update(self.entry_extras(record, unit, columns))
             out.append(entry)
         return out

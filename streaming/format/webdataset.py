@@ -1,0 +1,149 @@
+"""WebDataset tar shards streamed as they are: one shard per tar file.
+
+Members are grouped into samples as the ``webdataset`` package groups them: a member's key is
+its path up to the first dot of its last component, the rest (lowercased) its field; consecutive
+members with the same key make one sample, ``{'__key__': key, field: bytes, ...}``. Only regular
+files count, and names like ``__meta__`` are skipped. Indexing walks the tar headers in one pass
+(``tarfile`` in stream mode, skipping the data); a truncated or damaged tar raises
+``SourceFileError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from typing import Any, Iterable, Iterator
+
+from streaming.errors import SourceFileError
+from streaming.format.registry import register_format
+from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
+from streaming.format.sources import SourceFormat, register_source
+
+__all__ = ['WebDatasetSource', 'WebDatasetReader', 'group_members']
+
+_KEY = re.compile(r'^((?:.*/|)[^.]+)[.]([^/]*)$')
+_META = re.compile(r'__[^/]*__($|/)')
+
+Member = tuple[str, int, int]  # (name, offset of the data, size)
+Sample = tuple[str, list[tuple[str, int, int]]]  # (key, [(field, offset, size)])
+
+
+def group_members(where: str, members: Iterable[Member]) -> list[Sample]:
+    """The samples of a tar's regular-file ``members``, grouped as ``webdataset`` does."""
+    samples: list[Sample] = []
+    for name, offset, size in members:
+        if _META.match(name):
+            continue
+        match = _KEY.match(name)
+        if not match:
+            continue
+        key, field = match.group(1), match.group(2).lower()
+        if not samples or samples[-1][0] != key:
+            samples.append((key, []))
+        fields = samples[-1][1]
+        if any(f == field for f, _, _ in fields):
+            raise SourceFileError(f'{where}: sample {key!r} has two {field!r} members.')
+        fields.append((field, offset, size))
+    return samples
+
+
+class _Chunks:
+    """A read-only, forward-only file object over an iterator of chunks."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks, self.buffer, self.pos = chunks, bytearray(), 0
+
+    def read(self, n: int = -1) -> bytes:
+        while n < 0 or len(self.buffer) < n:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                break
+            self.buffer += chunk
+        size = len(self.buffer) if n < 0 else min(n, len(self.buffer))
+        out = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        self.pos += size
+        return out
+
+    def drain(self) -> None:
+        """Skip to the end."""
+        self.pos += len(self.buffer)
+        self.buffer.clear()
+        for chunk in self.chunks:
+            self.pos += len(chunk)
+
+    def tell(self) -> int:
+        return self.pos
+
+
+def _members(where: str, archive: tarfile.TarFile) -> Iterator[Member]:
+    try:
+        for info in archive:
+            if info.isreg():
+                yield info.name, info.offset_data, info.size
+    except (tarfile.TarError, EOFError, OSError) as error:
+        raise SourceFileError(f'{where}: not a readable tar file ({error}); it is truncated or '
+                              f'corrupt.') from None
+
+
+class WebDatasetSource(SourceFormat):
+    """WebDataset tars: a unit is a whole tar file."""
+
+    name = 'webdataset'
+    extensions = ('.tar',)
+    streamed = True
+
+    def index_chunks(self, where: str, size: int, chunks: Iterator[bytes],
+                     options: dict[str, Any]) -> dict[str, Any]:
+        stream = _Chunks(chunks)
+        try:
+            archive = tarfile.open(fileobj=stream, mode='r|')  # type: ignore[call-overload]
+        except (tarfile.TarError, EOFError, OSError) as error:
+            raise SourceFileError(f'{where}: not a tar file ({error}).') from None
+        members = list(_members(where, archive))
+        for _, offset, length in members:
+            if offset + length > size:
+                raise SourceFileError(f'{where}: a member ends at byte {offset + length} but '
+                                      f'the file has {size}: it is truncated.')
+        stream.drain()  # The rest of the file (end-of-archive blocks, padding).
+        if stream.pos != size:
+            raise SourceFileError(f'{where}: read {stream.pos} bytes but the file has {size}: '
+                                  f'it is truncated or changed while it was indexed.')
+        samples = group_members(where, members)
+        return {'schema': None, 'units': [{'samples': len(samples), 'ranges': [[0, size]]}]}
+
+
+class WebDatasetReader(SourceReader):
+    """A whole tar file; sample ``i`` is its ``i``-th group of members."""
+
+    def decode(self) -> tuple[dict[str, Any], int]:
+        where = self.source
+        with open(self.path(self.raw_data), 'rb') as handle:
+            try:
+                archive = tarfile.open(fileobj=handle, mode='r:')
+            except (tarfile.TarError, EOFError, OSError) as error:
+                raise SourceFileError(f'{where}: not a tar file ({error}).') from None
+            samples = group_members(where, _members(where, archive))
+        if len(samples) != self.samples:
+            raise SourceFileError(f'{where} has {len(samples)} samples but the index says '
+                                  f'{self.samples}: the index is stale.')
+        data = self.data()
+        columns = self.columns
+
+        def get(i: int) -> dict[str, Any]:
+            key, fields = samples[i]
+            sample: dict[str, Any] = {'__key__': key}
+            for field, offset, size in fields:
+                if columns is None or field in columns:
+                    sample[field] = data[offset:offset + size]
+            return sample
+
+        return {'': get}, 64 * len(samples)
+
+    def get_item(self, idx: int) -> dict[str, Any]:
+        return self.getters()[''](idx)
+
+
+register_source(WebDatasetSource())
+register_format('webdataset', reader=WebDatasetReader, check_entry=check_ranges_entry,
+                required_keys=SOURCE_KEYS)
