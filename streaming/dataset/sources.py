@@ -70,7 +70,8 @@ def list_sources(root: str, source: SourceFormat | None, timeout: float = 60.0,
                                  f'{sorted(kinds)} among {len(found)} files); pass format= one '
                                  f'of {get_sources()}.')
         source = get_source(kinds.pop())
-    files = [(rel, info) for rel, info in found if rel.endswith(source.extensions)]
+    files = [(rel, info) for rel, info in found if rel.endswith(source.extensions) and
+             not rel.rsplit('/', 1)[-1].startswith(source.ignored_prefixes)]
     if not files:
         raise IndexFileError(f'{root}: no {source.name} files (ending {source.extensions}) '
                              f'found.')

@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterator
 
 from streaming.errors import SchemaMismatchError
 
-__all__ = ['SourceFormat', 'register_source', 'get_source', 'get_sources', 'source_for_name',
-           'unit_basename', 'check_schemas']
+__all__ = ['ChunkFile', 'SourceFormat', 'register_source', 'get_source', 'get_sources',
+           'source_for_name', 'unit_basename', 'check_schemas']
 
 ReadRange = Callable[[int, int], bytes]
 
@@ -34,6 +34,7 @@ class SourceFormat:
 
     name: str = ''
     extensions: tuple[str, ...] = ()
+    ignored_prefixes: tuple[str, ...] = ()  # File names (not paths) starting so are skipped.
     streamed: bool = False
     options: dict[str, Any] = {}  # Indexing options with defaults (part of the sidecar's key).
 
@@ -144,3 +145,50 @@ def check_schemas(records: list[tuple[str, dict[str, Any]]],
                                           f'{first[name]} in {first_path}; files streamed '
                                           f'together must agree on each column\'s type.')
     return wanted
+
+
+class ChunkFile:
+    """A read-only, forward-only file object over an iterator of chunks."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks, self.buffer, self.pos = chunks, bytearray(), 0
+
+    def read(self, n: int = -1) -> bytes:
+        while n < 0 or len(self.buffer) < n:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                break
+            self.buffer += chunk
+        size = len(self.buffer) if n < 0 else min(n, len(self.buffer))
+        out = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        self.pos += size
+        return out
+
+    def unread(self, data: bytes) -> None:
+        """Put ``data`` (just read) back in front."""
+        self.buffer[:0] = data
+        self.pos -= len(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def drain(self) -> None:
+        """Skip to the end."""
+        self.pos += len(self.buffer)
+        self.buffer.clear()
+        for chunk in self.chunks:
+            self.pos += len(chunk)
+
+    def tell(self) -> int:
+        return self.pos

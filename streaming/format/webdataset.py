@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator
 from streaming.errors import SourceFileError
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
-from streaming.format.sources import SourceFormat, register_source
+from streaming.format.sources import ChunkFile, SourceFormat, register_source
 
 __all__ = ['WebDatasetSource', 'WebDatasetReader', 'group_members']
 
@@ -47,35 +47,6 @@ def group_members(where: str, members: Iterable[Member]) -> list[Sample]:
     return samples
 
 
-class _Chunks:
-    """A read-only, forward-only file object over an iterator of chunks."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self.chunks, self.buffer, self.pos = chunks, bytearray(), 0
-
-    def read(self, n: int = -1) -> bytes:
-        while n < 0 or len(self.buffer) < n:
-            chunk = next(self.chunks, None)
-            if chunk is None:
-                break
-            self.buffer += chunk
-        size = len(self.buffer) if n < 0 else min(n, len(self.buffer))
-        out = bytes(self.buffer[:size])
-        del self.buffer[:size]
-        self.pos += size
-        return out
-
-    def drain(self) -> None:
-        """Skip to the end."""
-        self.pos += len(self.buffer)
-        self.buffer.clear()
-        for chunk in self.chunks:
-            self.pos += len(chunk)
-
-    def tell(self) -> int:
-        return self.pos
-
-
 def _members(where: str, archive: tarfile.TarFile) -> Iterator[Member]:
     try:
         for info in archive:
@@ -95,7 +66,7 @@ class WebDatasetSource(SourceFormat):
 
     def index_chunks(self, where: str, size: int, chunks: Iterator[bytes],
                      options: dict[str, Any]) -> dict[str, Any]:
-        stream = _Chunks(chunks)
+        stream = ChunkFile(chunks)
         try:
             archive = tarfile.open(fileobj=stream, mode='r|')  # type: ignore[call-overload]
         except (tarfile.TarError, EOFError, OSError) as error:
