@@ -87,18 +87,9 @@ class ArrowReader(SourceReader):
     def decode(self) -> tuple[dict[str, Any], int]:
         pa = _pa()
         self.data()  # Present, and of the size the index says.
-        try:
-            # The table's buffers are views of the map, which lives as long as they do.
-            table = pa.ipc.open_stream(pa.memory_map(self.path(self.raw_data))).read_all()
-        except (pa.ArrowException, OSError) as error:
-            if isinstance(error, FileNotFoundError):
-                raise
-            raise SourceFileError(f'unit {self.unit} of {self.source} (cached as '
-                                  f'{self.path(self.raw_data)}) cannot be decoded ({error}): '
-                                  f'it is corrupt.') from None
-        if table.num_rows != self.samples:
-            raise SourceFileError(f'unit {self.unit} of {self.source} has {table.num_rows} rows '
-                                  f'but the index says {self.samples}: the index is stale.')
+        # The table's buffers are views of the map, which lives as long as they do.
+        table = self.read_table(lambda: pa.ipc.open_stream(
+            pa.memory_map(self.path(self.raw_data))).read_all(), f'unit {self.unit}')
         if self.columns is not None:
             table = table.select(self.columns)
         return column_getters(table), table.nbytes

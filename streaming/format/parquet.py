@@ -168,20 +168,9 @@ class ParquetReader(SourceReader):
     """One row group of a Parquet file: its projected column chunks and the footer, local."""
 
     def decode(self) -> tuple[dict[str, Any], int]:
-        where = f'row group {self.unit} of {self.source}'
-        data = self.data()
-        try:
-            handle = RangeFile(data, self.ranges, self.source_size)
-            table = _pq().ParquetFile(handle).read_row_group(self.unit, columns=self.columns)
-        except (OSError, ValueError, KeyError, IndexError) as error:
-            if isinstance(error, FileNotFoundError):
-                raise
-            raise SourceFileError(f'{where} (cached as {self.path(self.raw_data)}) cannot be '
-                                  f'decoded ({type(error).__name__}: {error}): the row group '
-                                  f'is corrupt.') from None
-        if table.num_rows != self.samples:
-            raise SourceFileError(f'{where} has {table.num_rows} rows but the index says '
-                                  f'{self.samples}: the index is stale.')
+        handle = RangeFile(self.data(), self.ranges, self.source_size)
+        table = self.read_table(lambda: _pq().ParquetFile(handle).read_row_group(
+            self.unit, columns=self.columns), f'row group {self.unit}')
         return column_getters(table), table.nbytes
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 from typing import Any, Callable, Iterator
 
-from streaming.errors import IndexFileError
+from streaming.errors import IndexFileError, SourceFileError
 from streaming.format.arrow_values import DecodedCache
 from streaming.format.index import FileInfo
 from streaming.format.reader import Reader
@@ -51,6 +51,25 @@ class SourceReader(Reader):
     def decode(self) -> tuple[dict[str, Callable[[int], Any]], int]:
         """(``{column: get(i)}`` of the unit, bytes that takes in memory)."""
         raise NotImplementedError
+
+    def read_table(self, read: Callable[[], Any], what: str) -> Any:
+        """``read()``: this unit as a pyarrow table, any failure a ``SourceFileError``.
+
+        ``what`` names the unit (``row group 3``). A table of another row count than the index
+        says means the index is stale.
+        """
+        try:
+            table = read()
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, TypeError, KeyError, IndexError) as error:
+            raise SourceFileError(f'{what} of {self.source} (cached as '
+                                  f'{self.path(self.raw_data)}) cannot be decoded '
+                                  f'({type(error).__name__}: {error}): it is corrupt.') from None
+        if table.num_rows != self.samples:
+            raise SourceFileError(f'{what} of {self.source} has {table.num_rows} rows but the '
+                                  f'index says {self.samples}: the index is stale.')
+        return table
 
     def close(self) -> None:
         _decoded.drop(self)
