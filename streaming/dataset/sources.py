@@ -18,7 +18,7 @@ import json
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 from streaming.dataset.stream import Stream, _join, default_local, streams_registry
 from streaming.errors import IndexFileError, SourceFileError
@@ -38,7 +38,8 @@ from streaming.storage.sources import fetch_ranges, list_objects, read_chunks, r
 
 logger = logging.getLogger(__name__)
 
-__all__ = ['SourceStream', 'build_sidecar', 'sidecar_name', 'list_sources', 'load_sidecar']
+__all__ = ['SourceStream', 'build_sidecar', 'index_files', 'list_sources', 'load_sidecar',
+           'sidecar_name', 'source_options']
 
 SIDECAR_VERSION = 1
 INDEX_THREADS = 16
@@ -146,6 +147,35 @@ def _read_optional(url: str, timeout: float) -> bytes | None:
         return None
 
 
+def source_options(source: SourceFormat, given: dict[str, Any]) -> dict[str, Any]:
+    """The format's indexing options with ``given`` applied; unknown ones are refused."""
+    unknown = set(given) - set(source.options)
+    if unknown:
+        raise ValueError(f'options {sorted(unknown)} are not options of format '
+                         f'{source.name!r} (it has {sorted(source.options)}).')
+    return {**source.options, **given}
+
+
+def index_files(root: str, source: SourceFormat | None, options: dict[str, Any],
+                cached: Callable[[SourceFormat], str] | None = None, timeout: float = 60.0,
+                retries: int = 2) -> tuple[SourceFormat, dict[str, Any], int,
+                                           dict[str, Any] | None]:
+    """List the files under ``root`` and index those the stored sidecar does not cover.
+
+    The stored sidecar is the one at ``cached(format)`` (a cache), else the one beside the
+    data. Returns (format, the sidecar, how many files were (re)indexed, the stored sidecar).
+    """
+    source, files = list_sources(root, source, timeout, retries)
+    previous = None
+    for where in ([cached(source)] if cached else []) + [_join(root, sidecar_name(source))]:
+        previous = load_sidecar(_read_optional(where, timeout), where)
+        if previous is not None:
+            break
+    sidecar, changed = build_sidecar(root, source, files, previous,
+                                     source_options(source, options), timeout, retries)
+    return source, sidecar, changed, previous
+
+
 class SourceStream(Stream):
     """A stream over data files as they are: Parquet, JSON Lines (and any ``register_source``).
 
@@ -183,30 +213,18 @@ class SourceStream(Stream):
         """Where the data files are (``remote`` joined with ``split``)."""
         return _join(self.remote, self.split)  # type: ignore[arg-type]
 
-    def _options(self, source: SourceFormat) -> dict[str, Any]:
-        unknown = set(self.options_given) - set(source.options)
-        if unknown:
-            raise ValueError(f'options {sorted(unknown)} are not options of format '
-                             f'{source.name!r} (it has {sorted(source.options)}).')
-        return {**source.options, **self.options_given}
-
     def _cached_sidecar(self, source: SourceFormat) -> str:
         return os.path.join(self.local_dir, '.shardflow', sidecar_name(source))
 
     def refresh_sidecar(self) -> dict[str, Any]:
         """List the files, re-index the changed ones, save the sidecar; returns it."""
-        source, files = list_sources(self.root, self.source, self.download_timeout,
-                                     self.download_retry)
+        source, sidecar, changed, previous = index_files(
+            self.root, self.source, self.options_given, self._cached_sidecar,
+            self.download_timeout, self.download_retry)
         self.source = source
-        beside = _join(self.root, sidecar_name(source))
-        cached = self._cached_sidecar(source)
-        previous = load_sidecar(_read_optional(cached, self.download_timeout), cached) or \
-            load_sidecar(_read_optional(beside, self.download_timeout), beside)
-        sidecar, changed = build_sidecar(self.root, source, files, previous,
-                                         self._options(source), self.download_timeout,
-                                         self.download_retry)
         if changed or previous is None:
             text = json.dumps(sidecar, separators=(',', ':'))
+            beside = _join(self.root, sidecar_name(source))
             written = False
             if not is_remote_url(self.root):
                 try:
@@ -214,10 +232,12 @@ class SourceStream(Stream):
                     written = True
                 except OSError:
                     pass
+            cached = self._cached_sidecar(source)
             os.makedirs(os.path.dirname(cached), exist_ok=True)
             atomic_write(cached, text)
-            logger.info('Indexed %d of %d %s files under %s (sidecar %s).', changed, len(files),
-                        source.name, self.root, beside if written else cached)
+            logger.info('Indexed %d of %d %s files under %s (sidecar %s).', changed,
+                        len(sidecar['files']), source.name, self.root,
+                        beside if written else cached)
         return sidecar
 
     def _stored_sidecar(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import column_getters
+from streaming.format.arrow_values import column_getters, type_name
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.format.sources import ChunkFile, SourceFormat, register_source
@@ -78,7 +78,7 @@ class ArrowSource(SourceFormat):
             else:
                 units.append({'samples': rows, 'ranges': [list(schema_range), [offset, length]]})
         schema = reader.schema
-        return {'schema': {field.name: str(field.type) for field in schema}, 'units': units}
+        return {'schema': {field.name: type_name(field.type) for field in schema}, 'units': units}
 
 
 class ArrowReader(SourceReader):

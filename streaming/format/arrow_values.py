@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ['column_getters', 'DecodedCache']
+__all__ = ['column_getters', 'DecodedCache', 'type_name']
 
 Getter = Callable[[int], Any]
 
@@ -74,6 +74,31 @@ def _list_getter(pa: Any, array: Any) -> Getter | None:
     offsets = array.offsets.to_numpy()
     offsets = (offsets - offsets[0]).tolist()
     return lambda i: values[offsets[i]:offsets[i + 1]]
+
+
+def type_name(kind: Any) -> str:
+    """A column type's name for comparing files: list item names and dictionary encoding ignored.
+
+    (pyarrow names a list's items ``element``, Spark and older writers ``item``; a dictionary of
+    strings reads as strings.)
+    """
+    import pyarrow as pa
+    types = pa.types
+
+    def plain(t: Any) -> Any:
+        if types.is_dictionary(t):
+            return plain(t.value_type)
+        if types.is_fixed_size_list(t):
+            return pa.list_(plain(t.value_type), t.list_size)
+        if types.is_large_list(t):
+            return pa.large_list(plain(t.value_type))
+        if types.is_list(t):
+            return pa.list_(plain(t.value_type))
+        if types.is_struct(t):
+            return pa.struct([pa.field(f.name, plain(f.type)) for f in t])
+        return t
+
+    return str(plain(kind))
 
 
 def _nested_getter(rows: list[Any], dtype: Any) -> Getter:

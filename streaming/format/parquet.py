@@ -16,7 +16,7 @@ import struct
 from typing import Any
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import column_getters
+from streaming.format.arrow_values import column_getters, type_name
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.format.sources import SourceFormat, register_source
@@ -95,7 +95,7 @@ class ParquetSource(SourceFormat):
                 top = column.path_in_schema.split('.')[0]
                 chunks.setdefault(top, []).append([start, length])
             units.append({'samples': group.num_rows, 'columns': chunks})
-        return {'schema': {field.name: str(field.type) for field in schema},
+        return {'schema': {field.name: type_name(field.type) for field in schema},
                 'footer': [footer_start, footer_len + 8], 'units': units}
 
     def unit_ranges(self, record: dict[str, Any], unit: dict[str, Any],

@@ -31,6 +31,13 @@ def write_jsonl(root: str, files: int = 3, rows: int = 300, start: int = 0,
     return samples
 
 
+def replace_line(path, number: int, text: str) -> None:
+    """Put ``text`` in place of line ``number`` (0-based) of the file at ``path``."""
+    lines = path.read_text().split('\n')
+    lines[number] = text
+    path.write_text('\n'.join(lines))
+
+
 def _dataset(remote: str, local: str, **kwargs) -> StreamingDataset:
     stream_kwargs = {k: kwargs.pop(k) for k in ('columns', 'options', 'refresh') if k in kwargs}
     return StreamingDataset(streams=[SourceStream(remote=remote, local=local, **stream_kwargs)],
@@ -75,15 +82,12 @@ def test_bad_line_names_the_file_and_line_number(tmp_path) -> None:
     root = tmp_path / 'data'
     write_jsonl(str(root), files=1, rows=50)
     path = root / 'part-000.jsonl'
-    lines = path.read_text().split('\n')
-    lines[41] = '{"id": 41, "text": oops}'
-    path.write_text('\n'.join(lines))
+    replace_line(path, 41, '{"id": 41, "text": oops}')
     dataset = _dataset(str(root), str(tmp_path / 'cache'), options={'unit_bytes': 500})
     assert dataset[40]['id'] == 40
     with pytest.raises(SourceFileError, match=r'part-000\.jsonl, line 42: not valid JSON'):
         dataset[41]
-    lines[41] = '[1, 2]'
-    path.write_text('\n'.join(lines))
+    replace_line(path, 41, '[1, 2]')
     dataset = _dataset(str(root), str(tmp_path / 'cache2'), options={'unit_bytes': 500})
     with pytest.raises(SourceFileError, match=r'line 42: a JSON list, not an object'):
         dataset[41]

@@ -207,3 +207,18 @@ def test_quarter_cache_shuffled_epoch_completes(tmp_path) -> None:
         ids = [i for batch in loader for i in batch['id'].tolist()]
     assert sorted(ids) == list(range(1600))
     assert dataset.cache_usage <= limit
+
+
+def test_list_item_names_and_dictionary_encoding_are_not_drift(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    root = tmp_path / 'data'
+    root.mkdir()
+    table = pa.table({'id': [1, 2], 'tokens': pa.array([[1], [2, 3]], pa.list_(pa.int32())),
+                      'text': ['a', 'b']})
+    pq.write_table(table, str(root / 'a.parquet'))  # Items named "element".
+    plain = table.set_column(2, 'text', pa.array(['c', 'd']).dictionary_encode())
+    pq.write_table(plain, str(root / 'b.parquet'), use_compliant_nested_type=False,
+                   use_dictionary=False)  # Items named "item".
+    dataset = _dataset(str(root), tmp_path)
+    assert [dataset[i]['text'] for i in range(4)] == ['a', 'b', 'c', 'd']
