@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import column_getters, type_name
+from streaming.format.arrow_values import Decoded, column_getters, type_name
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.format.sources import ChunkFile, SourceFormat, register_source
@@ -84,7 +84,7 @@ class ArrowSource(SourceFormat):
 class ArrowReader(SourceReader):
     """A run of record batches of an Arrow file, after its schema message: an IPC stream."""
 
-    def decode(self) -> tuple[dict[str, Any], int]:
+    def decode(self) -> tuple[Decoded, int]:
         pa = _pa()
         self.data()  # Present, and of the size the index says.
         # The table's buffers are views of the map, which lives as long as they do.

@@ -18,13 +18,25 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ['column_getters', 'DecodedCache', 'type_name']
+__all__ = ['column_getters', 'Decoded', 'DecodedCache', 'type_name']
 
 Getter = Callable[[int], Any]
+Gatherer = Callable[[np.ndarray], Any]
+
+
+class Decoded(NamedTuple):
+    """A decoded unit's columns: ``getters`` give sample ``i``'s value.
+
+    ``gatherers`` give the values of samples ``indices`` at once (an int64 array for integers,
+    a list for ``str`` and ``bytes``); None when some column has another kind, or nulls.
+    """
+
+    getters: dict[str, Getter]
+    gatherers: dict[str, Gatherer] | None
 
 
 def _numeric(pa: Any, kind: Any) -> bool:
@@ -42,24 +54,25 @@ def _list_leaf(pa: Any, kind: Any) -> Any:
     return kind
 
 
-def _binary_getter(array: Any, large: bool, text: bool) -> Getter:
+def _binary_getter(array: Any, large: bool, text: bool) -> tuple[Getter, Gatherer | None]:
     _, offsets_buf, data_buf = array.buffers()[:3]
     offsets = np.frombuffer(offsets_buf, np.int64 if large else np.int32)[
         array.offset:array.offset + len(array) + 1]
     data = memoryview(data_buf) if data_buf is not None else memoryview(b'')
     starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
     nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
-    if text:
-        def get(i: int) -> Any:
-            if nulls is not None and nulls[i]:
-                return None
-            return str(data[starts[i]:ends[i]], 'utf-8')
-    else:
-        def get(i: int) -> Any:
-            if nulls is not None and nulls[i]:
-                return None
-            return bytes(data[starts[i]:ends[i]])
-    return get
+    kind: Any = (lambda view: str(view, 'utf-8')) if text else bytes
+
+    def get(i: int) -> Any:
+        if nulls is not None and nulls[i]:
+            return None
+        return kind(data[starts[i]:ends[i]])
+
+    def gather(indices: np.ndarray) -> list[Any]:
+        return [kind(data[a:b]) for a, b in zip(offsets[indices].tolist(),
+                                                 offsets[indices + 1].tolist())]
+
+    return get, (gather if nulls is None else None)
 
 
 def _list_getter(pa: Any, array: Any) -> Getter | None:
@@ -106,11 +119,12 @@ def _nested_getter(rows: list[Any], dtype: Any) -> Getter:
     return lambda i: None if rows[i] is None else np.asarray(rows[i], dtype)
 
 
-def column_getters(table: Any) -> dict[str, Getter]:
-    """``{column: get(i)}`` for a ``pyarrow.Table`` (or record batch)."""
+def column_getters(table: Any) -> Decoded:
+    """The getters (and gatherers) of the columns of a ``pyarrow.Table`` (or record batch)."""
     import pyarrow as pa
     types = pa.types
     getters: dict[str, Getter] = {}
+    gatherers: dict[str, Gatherer] | None = {}
     for name in table.column_names:
         column = table.column(name)
         array = column.combine_chunks() if hasattr(column, 'combine_chunks') else column
@@ -120,12 +134,16 @@ def column_getters(table: Any) -> dict[str, Getter]:
             kind = array.type
         leaf = _list_leaf(pa, kind)
         getter: Getter | None = None
-        if types.is_binary(kind) or types.is_large_binary(kind):
-            getter = _binary_getter(array, types.is_large_binary(kind), False)
-        elif types.is_string(kind) or types.is_large_string(kind):
-            getter = _binary_getter(array, types.is_large_string(kind), True)
+        gather: Gatherer | None = None
+        if types.is_binary(kind) or types.is_large_binary(kind) or types.is_string(kind) or \
+                types.is_large_string(kind):
+            getter, gather = _binary_getter(
+                array, types.is_large_binary(kind) or types.is_large_string(kind),
+                types.is_string(kind) or types.is_large_string(kind))
         elif _numeric(pa, kind):
             getter = array.to_pylist().__getitem__
+            if types.is_integer(kind) and not array.null_count:
+                gather = array.to_numpy().astype(np.int64).__getitem__
         elif leaf is not None and _numeric(pa, leaf):
             if _list_leaf(pa, kind.value_type) is None:
                 getter = _list_getter(pa, array)
@@ -134,7 +152,11 @@ def column_getters(table: Any) -> dict[str, Getter]:
         if getter is None:
             getter = array.to_pylist().__getitem__
         getters[name] = getter
-    return getters
+        if gather is None:
+            gatherers = None
+        elif gatherers is not None:
+            gatherers[name] = gather
+    return Decoded(getters, gatherers)
 
 
 class DecodedCache:

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from streaming.errors import SourceFileError
+from streaming.format.arrow_values import Decoded
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.format.sources import SourceFormat, register_source
@@ -94,7 +95,7 @@ class JSONLSource(SourceFormat):
 class JSONLReader(SourceReader):
     """A range of whole lines of a JSONL file; sample ``i`` is its ``i``-th non-empty line."""
 
-    def decode(self) -> tuple[dict[str, Any], int]:
+    def decode(self) -> tuple[Decoded, int]:
         data = self.data()
         array = np.frombuffer(data, np.uint8)
         ends = np.flatnonzero(array == _NL)
@@ -124,7 +125,7 @@ class JSONLReader(SourceReader):
                                       f'{type(value).__name__}, not an object.')
             return value
 
-        return {'': get}, 16 * len(keep)
+        return Decoded({'': get}, None), 16 * len(keep)
 
     def get_item(self, idx: int) -> dict[str, Any]:
         sample = self.getters()[''](idx)

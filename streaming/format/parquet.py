@@ -16,7 +16,7 @@ import struct
 from typing import Any
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import column_getters, type_name
+from streaming.format.arrow_values import Decoded, column_getters, type_name
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.format.sources import SourceFormat, register_source
@@ -167,7 +167,7 @@ class RangeFile:
 class ParquetReader(SourceReader):
     """One row group of a Parquet file: its projected column chunks and the footer, local."""
 
-    def decode(self) -> tuple[dict[str, Any], int]:
+    def decode(self) -> tuple[Decoded, int]:
         handle = RangeFile(self.data(), self.ranges, self.source_size)
         table = self.read_table(lambda: _pq().ParquetFile(handle).read_row_group(
             self.unit, columns=self.columns), f'row group {self.unit}')

@@ -15,6 +15,7 @@ import tarfile
 from typing import Any, Iterable, Iterator
 
 from streaming.errors import SourceFileError
+from streaming.format.arrow_values import Decoded
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.format.sources import ChunkFile, SourceFormat, register_source
@@ -87,7 +88,7 @@ class WebDatasetSource(SourceFormat):
 class WebDatasetReader(SourceReader):
     """A whole tar file; sample ``i`` is its ``i``-th group of members."""
 
-    def decode(self) -> tuple[dict[str, Any], int]:
+    def decode(self) -> tuple[Decoded, int]:
         where = self.source
         with open(self.path(self.raw_data), 'rb') as handle:
             try:
@@ -109,7 +110,7 @@ class WebDatasetReader(SourceReader):
                     sample[field] = data[offset:offset + size]
             return sample
 
-        return {'': get}, 64 * len(samples)
+        return Decoded({'': get}, None), 64 * len(samples)
 
     def get_item(self, idx: int) -> dict[str, Any]:
         return self.getters()[''](idx)

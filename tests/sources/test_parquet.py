@@ -222,3 +222,17 @@ def test_list_item_names_and_dictionary_encoding_are_not_drift(tmp_path) -> None
                    use_dictionary=False)  # Items named "item".
     dataset = _dataset(str(root), tmp_path)
     assert [dataset[i]['text'] for i in range(4)] == ['a', 'b', 'c', 'd']
+
+
+@pytest.mark.parametrize('workers', [0, 2])
+def test_batch_gather_equals_the_per_sample_path(parquet_dir, tmp_path, monkeypatch,
+                                                 workers) -> None:
+    def batches(fetch: str, cache: str) -> list:
+        monkeypatch.setenv('STREAMING_BATCH_FETCH', fetch)
+        dataset = _dataset(parquet_dir, tmp_path / cache, columns=['id', 'text', 'blob'],
+                           shuffle=True, shuffle_seed=3)
+        loader = StreamingDataLoader(dataset, batch_size=8, num_workers=workers)
+        return [(b['id'].tolist(), b['text'], b['blob']) for b in loader]
+
+    gathered, per_sample = batches('1', 'a'), batches('0', 'b')
+    assert gathered == per_sample and len(gathered) == 750 // 8 + 1
