@@ -7,7 +7,7 @@ whose ``raw_data`` is the local file the unit's byte ``ranges`` of the source ma
 reader registered under the same name. This layer does no I/O: an indexer is handed a way to read
 ranges (``read(start, end)``) or the file's chunks in order, by the dataset layer.
 
-Register a source format with ``register_source``; see ``docs/formats/README.md``.
+Register a source format with ``register_source``; see ``docs/sources/README.md``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ files count, and names like ``__meta__`` are skipped. Indexing walks the tar hea
 from __future__ import annotations
 
 import re
-import tarfile
 from typing import Any, Iterable, Iterator
 
 from streaming.errors import SourceFileError
@@ -48,12 +47,26 @@ def group_members(where: str, members: Iterable[Member]) -> list[Sample]:
     return samples
 
 
-def _members(where: str, archive: tarfile.TarFile) -> Iterator[Member]:
+def _tar_errors() -> tuple[type[BaseException], ...]:
+    import tarfile
+    return (tarfile.TarError, EOFError, OSError)
+
+
+def _open_tar(where: str, **kwargs: Any) -> Any:
+    """``tarfile.open(**kwargs)``; a file that is no tar is a ``SourceFileError``."""
+    import tarfile
+    try:
+        return tarfile.open(**kwargs)
+    except _tar_errors() as error:
+        raise SourceFileError(f'{where}: not a tar file ({error}).') from None
+
+
+def _members(where: str, archive: Any) -> Iterator[Member]:
     try:
         for info in archive:
             if info.isreg():
                 yield info.name, info.offset_data, info.size
-    except (tarfile.TarError, EOFError, OSError) as error:
+    except _tar_errors() as error:
         raise SourceFileError(f'{where}: not a readable tar file ({error}); it is truncated or '
                               f'corrupt.') from None
 
@@ -68,10 +81,7 @@ class WebDatasetSource(SourceFormat):
     def index_chunks(self, where: str, size: int, chunks: Iterator[bytes],
                      options: dict[str, Any]) -> dict[str, Any]:
         stream = ChunkFile(chunks)
-        try:
-            archive = tarfile.open(fileobj=stream, mode='r|')  # type: ignore[call-overload]
-        except (tarfile.TarError, EOFError, OSError) as error:
-            raise SourceFileError(f'{where}: not a tar file ({error}).') from None
+        archive = _open_tar(where, fileobj=stream, mode='r|')
         members = list(_members(where, archive))
         for _, offset, length in members:
             if offset + length > size:
@@ -91,10 +101,7 @@ class WebDatasetReader(SourceReader):
     def decode(self) -> tuple[Decoded, int]:
         where = self.source
         with open(self.path(self.raw_data), 'rb') as handle:
-            try:
-                archive = tarfile.open(fileobj=handle, mode='r:')
-            except (tarfile.TarError, EOFError, OSError) as error:
-                raise SourceFileError(f'{where}: not a tar file ({error}).') from None
+            archive = _open_tar(where, fileobj=handle, mode='r:')
             samples = group_members(where, _members(where, archive))
         if len(samples) != self.samples:
             raise SourceFileError(f'{where} has {len(samples)} samples but the index says '
