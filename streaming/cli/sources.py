@@ -35,7 +35,8 @@ def summarize_source(root: str) -> dict[str, Any]:
     from streaming.dataset.sources import build_sidecar, source_options
     source, files, stored = _stored(root)
     stale = _stale(files, stored)
-    sidecar, _ = build_sidecar(root, source, files, stored, source_options(source, {}))
+    options = (stored or {}).get('options') or source_options(source, {})
+    sidecar, _ = build_sidecar(root, source, files, stored, options)
     records = list(sidecar['files'].values())
     units = [u for r in records for u in r['units'] if u['samples']]
     schema = next((r['schema'] for r in records if r.get('schema')), None) or {}
@@ -77,7 +78,7 @@ def validate_source(root: str, decode: bool, args: Any) -> dict[str, Any]:
     source, files, stored = _stored(root)
     problems = [f'{rel}: changed since the sidecar index was written (run streaming index)'
                 for rel in _stale(files, stored)] if stored is not None else []
-    options = source_options(source, {})
+    options = (stored or {}).get('options') or source_options(source, {})
     shards = samples = 0
     with tempfile.TemporaryDirectory(prefix='streaming-validate-') as scratch:
         for rel, info in progress(args, files, desc=f'Validating {root}', unit='file'):

@@ -1,10 +1,12 @@
-"""Parquet files streamed as they are: one shard per row group, only the columns asked for.
+"""Parquet files streamed as they are: shards of whole row groups, only the columns asked for.
 
 Indexing reads each file's footer (its last 64 KiB, one more range if the footer is longer)
-and records, per row group, its row count and each column chunk's byte range. The shard of a
-row group is the local file made of the chunks of the projected columns followed by the footer;
-``ParquetReader`` decodes it with ``pyarrow.parquet`` as if it were the whole file (reads outside
-the ranges it holds see zeros, and only the footer's tail is ever read there).
+and records, per row group, its row count and each column chunk's byte range. A unit is a run
+of consecutive row groups of one file of about ``unit_bytes`` (default 32 MiB; a larger row
+group is a unit alone). Its shard is the local file made of the chunks of the projected columns
+followed by the footer; ``ParquetReader`` decodes it with ``pyarrow.parquet`` as if it were the
+whole file (reads outside the ranges it holds see zeros, and only the footer's tail is ever read
+there).
 
 pyarrow is imported when a Parquet file is first indexed or read, never at ``import streaming``.
 """
@@ -51,6 +53,7 @@ class ParquetSource(SourceFormat):
 
     name = 'parquet'
     extensions = ('.parquet', '.parq', '.pq')
+    options = {'unit_bytes': 32 << 20}  # Consecutive row groups up to this many bytes a unit.
 
     def index_ranges(self, where: str, size: int, read: Any,
                      options: dict[str, Any]) -> dict[str, Any]:
@@ -78,10 +81,15 @@ class ParquetSource(SourceFormat):
         except Exception as error:
             raise SourceFileError(f'{where}: the Parquet footer cannot be read ({error}); the '
                                   f'file is corrupt.') from None
-        units = []
+        units: list[dict[str, Any]] = []
+        limit, unit_size = int(options['unit_bytes']), 0
         for number in range(meta.num_row_groups):
             group = meta.row_group(number)
-            chunks: dict[str, list[list[int]]] = {}
+            if not units or unit_size >= limit:
+                units.append({'samples': 0, 'row_groups': [number, number], 'columns': {}})
+                unit_size = 0
+            unit = units[-1]
+            chunks: dict[str, list[list[int]]] = unit['columns']
             for c in range(group.num_columns):
                 column = group.column(c)
                 start = column.data_page_offset
@@ -94,7 +102,9 @@ class ParquetSource(SourceFormat):
                                           f'(bytes {start}-{start + length}): corrupt footer.')
                 top = column.path_in_schema.split('.')[0]
                 chunks.setdefault(top, []).append([start, length])
-            units.append({'samples': group.num_rows, 'columns': chunks})
+                unit_size += length
+            unit['samples'] += group.num_rows
+            unit['row_groups'][1] = number + 1
         return {'schema': {field.name: type_name(field.type) for field in schema},
                 'footer': [footer_start, footer_len + 8], 'units': units}
 
@@ -106,7 +116,8 @@ class ParquetSource(SourceFormat):
 
     def entry_extras(self, record: dict[str, Any], unit: dict[str, Any],
                      columns: list[str] | None) -> dict[str, Any]:
-        return {'columns': list(columns) if columns is not None else list(record['schema'])}
+        return {'columns': list(columns) if columns is not None else list(record['schema']),
+                'row_groups': list(unit['row_groups'])}
 
 
 class RangeFile:
@@ -169,11 +180,13 @@ class ParquetReader(SourceReader):
 
     def decode(self) -> tuple[Decoded, int]:
         handle = RangeFile(self.data(), self.ranges, self.source_size)
-        table = self.read_table(lambda: _pq().ParquetFile(handle).read_row_group(
-            self.unit, columns=self.columns), f'row group {self.unit}')
+        first, stop = self.row_groups or (self.unit, self.unit + 1)
+        what = f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
+        table = self.read_table(lambda: _pq().ParquetFile(handle).read_row_groups(
+            range(first, stop), columns=self.columns), what)
         return column_getters(table), table.nbytes
 
 
 register_source(ParquetSource())
 register_format('parquet', reader=ParquetReader, check_entry=check_ranges_entry,
-                required_keys={**SOURCE_KEYS, 'columns': list})
+                required_keys={**SOURCE_KEYS, 'columns': list, 'row_groups': list})

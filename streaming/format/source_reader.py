@@ -34,13 +34,13 @@ class SourceReader(Reader):
                  size_limit: int | str | None, zip_data: FileInfo | None, source: str,
                  source_size: int, unit: int, ranges: list[list[int]],
                  source_etag: str | None = None, columns: list[str] | None = None,
-                 first_line: int = 1) -> None:
+                 first_line: int = 1, row_groups: list[int] | None = None) -> None:
         super().__init__(dirname, split, compression, hashes, samples, size_limit)
         self.raw_data, self.zip_data = raw_data, zip_data
         self.file_pairs = [(raw_data, zip_data)]
         self.source, self.source_size, self.source_etag = source, source_size, source_etag
         self.unit, self.ranges, self.columns = unit, ranges, columns
-        self.first_line = first_line
+        self.first_line, self.row_groups = first_line, row_groups
         self.decoded: Decoded | None = None
 
     def check_files(self, maps: list[mmap.mmap]) -> None:

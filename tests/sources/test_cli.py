@@ -13,11 +13,11 @@ from tests.sources.test_jsonl import replace_line, write_jsonl
 def test_index_then_inspect_and_validate_parquet(tmp_path) -> None:
     root = str(tmp_path / 'data')
     write_parquet(root, files=2, rows=100, row_group_size=30)
-    report = run_json('index', root)
+    report = run_json('index', root, '--option', 'unit_bytes=1')  # A unit per row group.
     assert report['files'] == 2 and report['indexed'] == 2 and report['units'] == 8
     assert report['samples'] == 200
     assert os.path.exists(os.path.join(root, '_shardflow_index.parquet.json'))
-    again = run_json('index', root)
+    again = run_json('index', root, '--option', 'unit_bytes=1')
     assert again['indexed'] == 0
     summary = run_json('inspect', root)['streams'][0]
     assert summary['shards'] == 8 and summary['samples'] == 200
@@ -69,7 +69,7 @@ def test_index_uploads_the_sidecar_beside_remote_files(moto, tmp_path) -> None:
     for name in os.listdir(root):
         client.upload_file(os.path.join(root, name), 'cli-sources', f'pq/{name}')
     report = run_json('index', 's3://cli-sources/pq', env=env)
-    assert report['units'] == 4 and report['sidecar'].endswith('_shardflow_index.parquet.json')
+    assert report['units'] == 2 and report['sidecar'].endswith('_shardflow_index.parquet.json')
     keys = [o['Key'] for o in client.list_objects_v2(Bucket='cli-sources')['Contents']]
     assert 'pq/_shardflow_index.parquet.json' in keys
     assert run_json('inspect', 's3://cli-sources/pq', env=env)['streams'][0]['sidecar'] == \

@@ -35,6 +35,7 @@ def _expected(root: str, columns: list[str] | None = None) -> list[dict]:
 def _dataset(remote: str, tmp_path, **kwargs) -> StreamingDataset:
     stream_kwargs = {k: kwargs.pop(k) for k in ('columns', 'format', 'refresh', 'options')
                      if k in kwargs}
+    stream_kwargs.setdefault('options', {'unit_bytes': 1})  # A unit per row group.
     stream = SourceStream(remote=remote, local=str(tmp_path / 'cache'), **stream_kwargs)
     return StreamingDataset(streams=[stream], batch_size=kwargs.pop('batch_size', 8), **kwargs)
 
@@ -55,6 +56,19 @@ def test_every_value_as_pyarrow_reads_it(tmp_path, compression, row_group_size) 
     assert isinstance(sample['nested'], np.ndarray) and sample['nested'].shape == (2, 2)
     assert isinstance(sample['blob'], bytes) and isinstance(sample['text'], str)
     assert isinstance(sample['id'], int)
+
+
+def test_row_groups_grouped_into_units_of_unit_bytes(tmp_path) -> None:
+    root = str(tmp_path / 'data')
+    write_parquet(root, row_group_size=20)  # 13 row groups per file, a few KiB each.
+    expected = _expected(root)
+    whole = _dataset(root, tmp_path / 'a', options={'unit_bytes': 32 << 20})
+    assert whole.num_shards == 3  # A unit per file.
+    assert [_plain(whole[i]) for i in range(750)] == expected
+    some = _dataset(root, tmp_path / 'b', options={'unit_bytes': 6000})
+    assert 3 < some.num_shards < 39
+    assert all(s.row_groups[1] > s.row_groups[0] for s in some.shards)
+    assert [_plain(some[i]) for i in range(750)] == expected
 
 
 def test_shuffled_epoch_through_workers_sees_each_row_once(parquet_dir, tmp_path) -> None:
