@@ -39,6 +39,24 @@ class Decoded(NamedTuple):
     gatherers: dict[str, Gatherer] | None
 
 
+# Arrow number types as numpy dtypes (pyarrow's own ``to_numpy`` imports pandas: seconds per
+# process, in every DataLoader worker).
+_DTYPES = {'int8': 'i1', 'int16': '<i2', 'int32': '<i4', 'int64': '<i8', 'uint8': 'u1',
+           'uint16': '<u2', 'uint32': '<u4', 'uint64': '<u8', 'halffloat': '<f2',
+           'float': '<f4', 'double': '<f8', 'bool': '?'}
+
+
+def _to_numpy(array: Any) -> np.ndarray:
+    """A numpy view (copy for booleans) of an Arrow array of numbers without nulls."""
+    name = str(array.type)
+    if name == 'bool' or array.null_count:
+        return np.array(array.to_pylist(), _DTYPES.get(name, object))
+    data = array.buffers()[1]
+    if data is None:
+        return np.zeros(0, _DTYPES[name])
+    return np.frombuffer(data, _DTYPES[name])[array.offset:array.offset + len(array)]
+
+
 def _numeric(pa: Any, kind: Any) -> bool:
     types = pa.types
     return types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
@@ -60,7 +78,7 @@ def _binary_getter(array: Any, large: bool, text: bool) -> tuple[Getter, Gathere
         array.offset:array.offset + len(array) + 1]
     data = memoryview(data_buf) if data_buf is not None else memoryview(b'')
     starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
-    nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
+    nulls = array.is_null().to_pylist() if array.null_count else None
     kind: Any = (lambda view: str(view, 'utf-8')) if text else bytes
 
     def get(i: int) -> Any:
@@ -80,11 +98,11 @@ def _list_getter(pa: Any, array: Any) -> Getter | None:
     types = pa.types
     if array.null_count or array.values.null_count:
         return None
-    values = array.flatten().to_numpy(zero_copy_only=False)
+    values = _to_numpy(array.flatten())
     if types.is_fixed_size_list(array.type):
         size = array.type.list_size
         return lambda i: values[i * size:(i + 1) * size]
-    offsets = array.offsets.to_numpy()
+    offsets = _to_numpy(array.offsets)
     offsets = (offsets - offsets[0]).tolist()
     return lambda i: values[offsets[i]:offsets[i + 1]]
 
@@ -127,7 +145,9 @@ def column_getters(table: Any) -> Decoded:
     gatherers: dict[str, Gatherer] | None = {}
     for name in table.column_names:
         column = table.column(name)
-        array = column.combine_chunks() if hasattr(column, 'combine_chunks') else column
+        if hasattr(column, 'num_chunks'):  # A table's column: one array (copied only if split).
+            column = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+        array = column
         kind = array.type
         if types.is_dictionary(kind):
             array = array.dictionary_decode()
@@ -143,12 +163,12 @@ def column_getters(table: Any) -> Decoded:
         elif _numeric(pa, kind):
             getter = array.to_pylist().__getitem__
             if types.is_integer(kind) and not array.null_count:
-                gather = array.to_numpy().astype(np.int64).__getitem__
+                gather = _to_numpy(array).astype(np.int64).__getitem__
         elif leaf is not None and _numeric(pa, leaf):
             if _list_leaf(pa, kind.value_type) is None:
                 getter = _list_getter(pa, array)
             if getter is None:
-                getter = _nested_getter(array.to_pylist(), leaf.to_pandas_dtype())
+                getter = _nested_getter(array.to_pylist(), _DTYPES[str(leaf)])
         if getter is None:
             getter = array.to_pylist().__getitem__
         getters[name] = getter
