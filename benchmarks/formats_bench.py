@@ -239,14 +239,18 @@ def main() -> None:
     scale, repeats = (0.1, 1) if args.quick else (1.0, args.repeats)
     data_dir = os.path.join(args.data_dir, 'quick' if args.quick else 'full')
     os.makedirs(data_dir, exist_ok=True)
-    results: dict = {'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg()}
-    if not args.skip_read:
-        results['read'] = read_cases(data_dir, scale, repeats)
-    if args.index_files:
-        results['index'] = index_case(args.index_files, data_dir)
-        print(json.dumps(results['index']), flush=True)
     out = os.path.join(REPO, 'benchmarks', 'results', 'formats.json')
     os.makedirs(os.path.dirname(out), exist_ok=True)
+    results: dict = {}
+    if os.path.exists(out):  # Each part replaces its own section of the last results.
+        with open(out) as f:
+            results = json.load(f)
+    when = {'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(), 'quick': args.quick}
+    if not args.skip_read:
+        results['read'] = {**when, 'cases': read_cases(data_dir, scale, repeats)}
+    if args.index_files:
+        results['index'] = {**when, **index_case(args.index_files, data_dir)}
+        print(json.dumps(results['index']), flush=True)
     with open(out, 'w') as f:
         json.dump(results, f, indent=1)
     print(f'wrote {out}')
