@@ -68,7 +68,8 @@ def test_parquet_from_s3(s3, tmp_path) -> None:
     for name in sorted(os.listdir(root)):
         client.upload_file(os.path.join(root, name), bucket, f'prefix/{name}')
     remote = f's3://{bucket}/prefix'
-    stream = SourceStream(remote=remote, local=str(tmp_path / 'cache'), columns=['id', 'text'])
+    stream = SourceStream(remote=remote, local=str(tmp_path / 'cache'), columns=['id', 'text'],
+                          options={'unit_bytes': 1})  # A unit (ranged fetch) per row group.
     dataset = StreamingDataset(streams=[stream], batch_size=8, shuffle=True)
     assert dataset.num_shards == 15
     assert dataset[201] == {'id': 201, 'text': 'word1'}
