@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 from streaming._version import __version__
 from streaming.writing import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 
-__all__ = ['CSVWriter', 'JSONWriter', 'LocalDataset', 'MDSWriter', 'Stream', 'StreamingDataLoader',
-           'StreamingDataset', 'TSVWriter', 'World', 'XSVWriter', '__version__']
+__all__ = ['CSVWriter', 'JSONWriter', 'LocalDataset', 'MDSWriter', 'SourceStream', 'Stream',
+           'StreamingDataLoader', 'StreamingDataset', 'TSVWriter', 'World', 'XSVWriter',
+           '__version__']
 
 # Public name -> module that defines it, imported on first access (these import torch).
 _LAZY = {'LocalDataset': 'streaming.local_dataset', 'Stream': 'streaming.dataset.stream',
+         'SourceStream': 'streaming.dataset.sources',
          'StreamingDataset': 'streaming.dataset.dataset',
          'StreamingDataLoader': 'streaming.dataloader', 'World': 'streaming.world'}
 

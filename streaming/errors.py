@@ -88,3 +88,15 @@ class OutputError(StreamingError, OSError):
 
 class OutputLockedError(OutputError):
     """Another writer holds the output directory: two writers would mix their shards."""
+
+
+class StaleSourceError(ShardFileError):
+    """A data file (Parquet, JSONL, tar, Arrow) changed since its index was built."""
+
+
+class SourceFileError(ShardFileError):
+    """A data file streamed as it is (Parquet, JSONL, tar, Arrow) is truncated or corrupt."""
+
+
+class SchemaMismatchError(StreamingError, ValueError):
+    """Files streamed together disagree on a column: one lacks it or gives it another type."""

@@ -12,8 +12,8 @@ from streaming.format.index import INDEX_BASENAME, load_index
 from streaming.storage.local import local_path
 from streaming.storage.registry import get_backend, is_remote_url
 
-__all__ = ['CLIError', 'Dataset', 'emit', 'find_datasets', 'human_bytes', 'join', 'progress',
-           'shard_files']
+__all__ = ['CLIError', 'Dataset', 'emit', 'find_datasets', 'has_source_files', 'human_bytes',
+           'join', 'progress', 'shard_files']
 
 _FILE_KEYS = ('raw_data', 'zip_data', 'raw_meta', 'zip_meta')
 
@@ -103,6 +103,16 @@ def find_datasets(url: str, split: str | None = None) -> list[str]:
                    if u.startswith(root) and u.endswith('/' + INDEX_BASENAME)
                    and u[len(root):].count('/') == 1)
     return found or [base]
+
+
+def has_source_files(url: str) -> bool:
+    """Whether ``url`` holds data files of a source format (Parquet, JSONL, ...)."""
+    from streaming.dataset.sources import list_sources
+    try:
+        list_sources(url, None)
+    except (ValueError, FileNotFoundError):
+        return False
+    return True
 
 
 def show_progress(args: Any) -> bool:

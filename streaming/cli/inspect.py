@@ -1,8 +1,10 @@
 """Summarize a dataset: shards, samples, columns and encodings, compression, hashes, bytes.
 
 URL is a dataset directory (local path or any remote URL). If it has no index.json but its
-subdirectories do, each is reported as a stream, with totals. For MDS, the bytes each column
-takes are measured from the shards (local data always; remote data with --scan).
+subdirectories do, each is reported as a stream, with totals. A directory of Parquet, JSONL,
+WebDataset tar or Arrow files is summarized from their metadata (its units are the shards).
+For MDS, the bytes each column takes are measured from the shards (local data always; remote
+data with --scan).
 
 For example:
   streaming inspect /data/my-dataset
@@ -16,7 +18,16 @@ import struct
 from collections import Counter
 from typing import Any
 
-from streaming.cli.common import Dataset, emit, find_datasets, human_bytes, progress, shard_files
+from streaming.cli.common import (
+    CLIError,
+    Dataset,
+    emit,
+    find_datasets,
+    has_source_files,
+    human_bytes,
+    progress,
+    shard_files,
+)
 
 HELP = 'summarize a dataset (shards, samples, columns, compression, hashes, bytes)'
 
@@ -113,6 +124,8 @@ def _text(streams: list[dict[str, Any]], totals: dict[str, Any]) -> str:
         zipped = f', compressed {human_bytes(s["zip_bytes"])}' if s['zip_bytes'] else ''
         lines.append(f'  raw {human_bytes(s["raw_bytes"])}{zipped}, hashes '
                      f'{", ".join(s["hashes"]) or "none"}, size_limit {s["size_limit"]}')
+        if 'sidecar' in s:
+            lines.append(f'  {s["files"]} files, sidecar index {s["sidecar"]}')
         lines.append('  columns:')
         for c in s['columns']:
             size = '' if c.get('size', 0) == 0 else \
@@ -130,7 +143,14 @@ def _text(streams: list[dict[str, Any]], totals: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     streams = []
     for url in find_datasets(args.url, args.split):
-        ds = Dataset(url)
+        try:
+            ds = Dataset(url)
+        except CLIError:
+            if not has_source_files(url):
+                raise
+            from streaming.cli.sources import summarize_source
+            streams.append(summarize_source(url))
+            continue
         try:
             streams.append(summarize(ds, args))
         finally:

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     'cp': 'streaming.cli.cp',
     'cost': 'streaming.cli.cost',
     'clean': 'streaming.cli.clean',
+    'index': 'streaming.cli.index',
 }
 
 
@@ -49,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one sub-parser per registered subcommand."""
     parser = argparse.ArgumentParser(
         prog='streaming', description='Inspect, validate, convert, copy and manage streaming '
-        'datasets (MDS, JSON, CSV/TSV/XSV shards) on local disk or object storage.')
+        'datasets (MDS, JSON, CSV/TSV/XSV shards; Parquet, JSONL, WebDataset tar and Arrow files) '
+        'on local disk or object storage.')
     parser.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
     sub = parser.add_subparsers(dest='command', metavar='COMMAND')
     commands = {**_plugins(), **COMMANDS}

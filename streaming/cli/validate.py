@@ -3,7 +3,9 @@
 For each shard: every file the index lists is present with the right size and every declared
 hash; compressed files decompress to the raw size and hashes; the shard's header agrees with its
 index entry (sample count, offsets, column layout). With --decode every sample is also decoded.
-Each problem is reported with the shard's file name.
+Each problem is reported with the shard's file name. A directory of Parquet, JSONL, WebDataset
+tar or Arrow files is checked by indexing every file afresh (and comparing with its sidecar
+index), and with --decode by decoding every sample of every unit.
 
 For example:
   streaming validate /data/my-dataset --decode
@@ -19,7 +21,15 @@ import struct
 import tempfile
 from typing import Any
 
-from streaming.cli.common import Dataset, emit, find_datasets, progress, shard_files
+from streaming.cli.common import (
+    CLIError,
+    Dataset,
+    emit,
+    find_datasets,
+    has_source_files,
+    progress,
+    shard_files,
+)
 
 HELP = 'check every shard (sizes, hashes, headers, optionally every sample); exit 1 on problems'
 
@@ -140,7 +150,14 @@ def check_shard(ds: Dataset, entry: dict[str, Any], decode: bool) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     report = []
     for url in find_datasets(args.url, args.split):
-        ds = Dataset(url)
+        try:
+            ds = Dataset(url)
+        except CLIError:
+            if not has_source_files(url):
+                raise
+            from streaming.cli.sources import validate_source
+            report.append(validate_source(url, args.decode, args))
+            continue
         try:
             shards = ds.index['shards']
             problems = []

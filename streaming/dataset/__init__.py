@@ -8,6 +8,8 @@ prefetching loop) and ``dataset`` (the glue).
 
 from streaming.dataset.config import DatasetConfig, ResumableLayout
 from streaming.dataset.dataset import StreamingDataset
+from streaming.dataset.sources import SourceStream
 from streaming.dataset.stream import Stream, streams_registry
 
-__all__ = ['DatasetConfig', 'ResumableLayout', 'Stream', 'StreamingDataset', 'streams_registry']
+__all__ = ['DatasetConfig', 'ResumableLayout', 'SourceStream', 'Stream', 'StreamingDataset',
+           'streams_registry']

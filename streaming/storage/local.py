@@ -52,6 +52,14 @@ class LocalBackend(Backend):
         handle.seek(start)
         return Response(info, handle_chunks(handle, start, end, (), lambda error: error))
 
+    def list_info(self, url: str) -> list[tuple[str, ObjectInfo]]:
+        """Every file under ``url`` with its size and version tag (mtime and size)."""
+        found = []
+        for path in self.list(url):
+            st = os.stat(local_path(path))
+            found.append((path, ObjectInfo(st.st_size, f'{st.st_mtime_ns}-{st.st_size}')))
+        return found
+
     def list(self, url: str) -> list[str]:
         root = local_path(url)
         if os.path.isfile(root):

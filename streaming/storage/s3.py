@@ -194,14 +194,19 @@ class S3Backend(Backend):
                 cause = cause.__cause__ or cause.__context__
             raise self._translate(url, cause or error) from None  # type: ignore[arg-type]
 
-    def list(self, url: str) -> list[str]:
+    def list_info(self, url: str) -> list[tuple[str, ObjectInfo]]:
+        """Every object under the prefix ``url`` with its size and ETag, from the listing."""
         bucket, prefix = self.bucket_key(url)
         paginator = self._client(60.0).get_paginator('list_objects_v2')
         found = []
         try:
             for page in paginator.paginate(Bucket=bucket, Prefix=prefix, **self._payer(bucket)):
-                found.extend(f'{self.scheme}://{bucket}/{o["Key"]}'
+                found.extend((f'{self.scheme}://{bucket}/{o["Key"]}',
+                              ObjectInfo(int(o['Size']), o.get('ETag')))
                              for o in page.get('Contents', []))
         except Exception as error:
             raise self._translate(url, error) from None
         return sorted(found)
+
+    def list(self, url: str) -> list[str]:
+        return [found for found, _ in self.list_info(url)]

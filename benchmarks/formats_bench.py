@@ -1,0 +1,260 @@
+"""Parquet streamed as it is: ours (``SourceStream``) vs LitData's ``ParquetLoader`` vs our MDS.
+
+    .venv/bin/python -m benchmarks.formats_bench [--quick] [--repeats 3] [--index-files 10000]
+
+Read cases: the ``tokens`` (2 KiB per row) and ``images`` (~100 KB binary + int label) samples
+of ``benchmarks/cases/sources.py``, written once as Parquet by ``pyarrow.parquet`` (snappy;
+``tokens`` in 4 files of 5,000-row groups, ``images`` in 4 files of 100-row groups) and as MDS
+by our ``MDSWriter`` (uncompressed, 64 MiB shards). One shuffled epoch through each library's
+DataLoader (batch 32, default collate) with 0 and 2 workers, each run in a fresh process with a
+fresh cache, alternating implementations for ``--repeats`` rounds; samples/s (whole epoch,
+including the first fetch of every row group into our cache) and time to first batch, medians.
+
+Index case: ``--index-files`` tiny Parquet files on a moto S3 server (its own process), indexed
+by ``streaming index``'s code path; seconds and the GET/LIST requests it made.
+
+LitData runs in ``~/.cache/shardflow/litdata-parquet-env``: a venv over LitData 0.2.76's env
+(``benchmarks/envs.py``) that adds pyarrow and polars, which its ParquetLoader needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LITDATA_PARQUET_ENV = os.path.expanduser('~/.cache/shardflow/litdata-parquet-env')
+BATCH = 32
+
+
+# ---- workers (run in a fresh process; only the standard library at the top) -----------------
+def _worker_ours(kind: str, path: str, workers: int, cache: str) -> dict:
+    from streaming import SourceStream, StreamingDataLoader, StreamingDataset
+    if kind == 'parquet':
+        streams = [SourceStream(remote=path, local=cache)]
+        dataset = StreamingDataset(streams=streams, batch_size=BATCH, shuffle=True)
+    else:
+        dataset = StreamingDataset(local=path, batch_size=BATCH, shuffle=True)
+    return _epoch(StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers))
+
+
+def _worker_litdata(path: str, workers: int, cache: str) -> dict:
+    from litdata import StreamingDataLoader, StreamingDataset
+    from litdata.streaming.item_loader import ParquetLoader
+    dataset = StreamingDataset(path, item_loader=ParquetLoader(), shuffle=True,
+                               cache_dir=cache)
+    # LitData refuses fork with its ParquetLoader (polars' thread pool would deadlock).
+    context = {'multiprocessing_context': 'spawn'} if workers else {}
+    return _epoch(StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers, **context))
+
+
+def _epoch(loader) -> dict:  # noqa: ANN001
+    started = time.perf_counter()
+    first = None
+    samples = 0
+    for batch in loader:
+        if first is None:
+            first = time.perf_counter() - started
+        column = next(iter(batch.values()))
+        samples += len(column)
+    elapsed = time.perf_counter() - started
+    return {'samples': samples, 'seconds': elapsed, 'samples_per_s': samples / elapsed,
+            'first_batch_s': first}
+
+
+def worker_main(argv: list[str]) -> None:
+    impl, kind, path, workers, cache = argv[0], argv[1], argv[2], int(argv[3]), argv[4]
+    result = _worker_litdata(path, workers, cache) if impl == 'litdata' else \
+        _worker_ours(kind, path, workers, cache)
+    print('RESULT ' + json.dumps(result), flush=True)
+
+
+# ---- data ---------------------------------------------------------------------------------
+def make_data(data_dir: str, name: str, samples: int) -> tuple[str, str]:
+    """(Parquet directory, MDS directory) of dataset ``name``; written once."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from benchmarks.cases.sources import Source, generate, is_generated
+    from streaming import MDSWriter
+    if not is_generated(data_dir, name, samples):
+        generate(data_dir, name, samples)
+    source = Source(data_dir, name)
+    parquet_dir = os.path.join(data_dir, f'{name}-parquet')
+    mds_dir = os.path.join(data_dir, f'{name}-mds')
+    done = os.path.join(data_dir, f'{name}.done')
+    if os.path.exists(done):
+        return parquet_dir, mds_dir
+    files, group = 4, 5000 if name == 'tokens' else 100
+    per_file = -(-samples // files)
+    os.makedirs(parquet_dir, exist_ok=True)
+    for f in range(files):
+        rows = [source[i] for i in range(f * per_file, min((f + 1) * per_file, samples))]
+        table = pa.Table.from_pylist(rows)
+        if 'label' in table.column_names:
+            table = table.set_column(table.column_names.index('label'), 'label',
+                                     pa.array(np.array([r['label'] for r in rows], np.int64)))
+        pq.write_table(table, os.path.join(parquet_dir, f'part-{f:03d}.parquet'),
+                       row_group_size=group, compression='snappy')
+    from benchmarks.cases.sources import COLUMNS
+    with MDSWriter(out=mds_dir, columns=COLUMNS[name], size_limit='64mb') as writer:
+        for sample in source:
+            writer.write(sample)
+    open(done, 'w').close()
+    return parquet_dir, mds_dir
+
+
+def litdata_index(parquet_dir: str) -> None:
+    """LitData's own index of the Parquet files (its ``index.json`` in the directory)."""
+    subprocess.run([os.path.join(LITDATA_PARQUET_ENV, 'bin', 'python'), '-c',
+                    'import sys, litdata; litdata.index_parquet_dataset(sys.argv[1])',
+                    parquet_dir], check=True, capture_output=True)
+
+
+def run_once(impl: str, kind: str, path: str, workers: int, scratch: str) -> dict:
+    import shutil
+    import uuid
+    cache = os.path.join(scratch, f'cache-{uuid.uuid4().hex[:8]}')
+    python = os.path.join(LITDATA_PARQUET_ENV, 'bin', 'python') if impl == 'litdata' else \
+        sys.executable
+    env = {**os.environ, 'PYTHONPATH': REPO} if impl != 'litdata' else \
+        {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+    try:
+        proc = subprocess.run([python, os.path.abspath(__file__), 'worker', impl, kind, path,
+                               str(workers), cache], capture_output=True, text=True, env=env,
+                              timeout=1800, cwd=scratch)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith('RESULT '):
+            return json.loads(line[len('RESULT '):])
+    raise RuntimeError(f'{impl} {kind} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}')
+
+
+def read_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
+    rows = []
+    scratch = os.path.join(data_dir, 'scratch')
+    os.makedirs(scratch, exist_ok=True)
+    for name, samples in (('tokens', int(100_000 * scale)), ('images', int(2_000 * scale))):
+        parquet_dir, mds_dir = make_data(data_dir, name, samples)
+        litdata_index(parquet_dir)
+        for workers in (0, 2):
+            runs: dict[str, list[dict]] = {'ours-parquet': [], 'litdata-parquet': [],
+                                          'ours-mds': []}
+            for _ in range(repeats):
+                runs['ours-parquet'].append(run_once('ours', 'parquet', parquet_dir, workers,
+                                                     scratch))
+                runs['litdata-parquet'].append(run_once('litdata', 'parquet', parquet_dir,
+                                                        workers, scratch))
+                runs['ours-mds'].append(run_once('ours', 'mds', mds_dir, workers, scratch))
+            for impl, results in runs.items():
+                assert all(r['samples'] == samples for r in results), (impl, results)
+            row = {'dataset': name, 'samples': samples, 'workers': workers}
+            for impl, results in runs.items():
+                row[impl] = statistics.median(r['samples_per_s'] for r in results)
+                row[f'{impl} first batch s'] = statistics.median(r['first_batch_s']
+                                                                 for r in results)
+            row['vs litdata'] = row['ours-parquet'] / row['litdata-parquet']
+            row['vs our mds'] = row['ours-parquet'] / row['ours-mds']
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+# ---- index build on moto ------------------------------------------------------------------
+def index_case(files: int, data_dir: str) -> dict:
+    import io
+
+    import boto3
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streaming.dataset.sources import index_files
+    from streaming.storage import registry
+    from streaming.storage.s3 import S3Backend
+    from tests.storage import servers
+    server = servers.moto_server()
+    try:
+        os.environ.update({'S3_ENDPOINT_URL': server.url, 'AWS_ACCESS_KEY_ID': 'fake',
+                           'AWS_SECRET_ACCESS_KEY': 'fake', 'AWS_DEFAULT_REGION': 'us-east-1'})
+        client = boto3.client('s3', endpoint_url=server.url)
+        client.create_bucket(Bucket='bench')
+        buffer = io.BytesIO()
+        pq.write_table(pa.table({'id': list(range(100)), 'text': ['x' * 20] * 100}), buffer)
+        body = buffer.getvalue()
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda i: client.put_object(Bucket='bench', Key=f'pq/f{i:06d}.parquet',
+                                                      Body=body), range(files)))
+        counts = {'read': 0, 'list': 0, 'bytes': 0}
+
+        class Counting(S3Backend):
+            def read(self, url, start=0, end=None, **kwargs):  # noqa: ANN001, ANN003, ANN201
+                counts['read'] += 1
+                counts['bytes'] += (end or 0) - start
+                return super().read(url, start, end, **kwargs)
+
+            def list_info(self, url):  # noqa: ANN001, ANN201
+                counts['list'] += 1
+                return super().list_info(url)
+
+        registry.register_backend('s3', Counting)
+        started = time.perf_counter()
+        _, sidecar, changed, _ = index_files('s3://bench/pq', None, {})
+        elapsed = time.perf_counter() - started
+        first = dict(counts)
+        kept = os.path.join(data_dir, 'sidecar.json')
+        with open(kept, 'w') as f:
+            json.dump(sidecar, f)
+        counts.update(read=0, list=0, bytes=0)
+        again = time.perf_counter()
+        _, _, reindexed, _ = index_files('s3://bench/pq', None, {}, cached=lambda s: kept)
+        return {'files': files, 'file_bytes': len(body), 'seconds': elapsed, 'indexed': changed,
+                'gets': first['read'], 'list_calls': first['list'],
+                'bytes_requested': first['bytes'],
+                'recheck_seconds': time.perf_counter() - again, 'recheck_reindexed': reindexed,
+                'recheck_gets': counts['read'], 'recheck_list_calls': counts['list']}
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == 'worker':
+        worker_main(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--quick', action='store_true', help='datasets 10x smaller, 1 repeat')
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--index-files', type=int, default=10_000)
+    parser.add_argument('--skip-read', action='store_true')
+    parser.add_argument('--data-dir', default=os.path.join(REPO, 'benchmarks', '.data',
+                                                           'formats'))
+    args = parser.parse_args()
+    scale, repeats = (0.1, 1) if args.quick else (1.0, args.repeats)
+    data_dir = os.path.join(args.data_dir, 'quick' if args.quick else 'full')
+    os.makedirs(data_dir, exist_ok=True)
+    out = os.path.join(REPO, 'benchmarks', 'results', 'formats.json')
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    results: dict = {}
+    if os.path.exists(out):  # Each part replaces its own section of the last results.
+        with open(out) as f:
+            results = json.load(f)
+    when = {'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(), 'quick': args.quick}
+    if not args.skip_read:
+        results['read'] = {**when, 'cases': read_cases(data_dir, scale, repeats)}
+    if args.index_files:
+        results['index'] = {**when, **index_case(args.index_files, data_dir)}
+        print(json.dumps(results['index']), flush=True)
+    with open(out, 'w') as f:
+        json.dump(results, f, indent=1)
+    print(f'wrote {out}')
+
+
+if __name__ == '__main__':
+    main()

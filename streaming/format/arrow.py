@@ -1,0 +1,100 @@
+"""Arrow IPC files streamed as they are (``datasets.Dataset.save_to_disk`` directories).
+
+``save_to_disk`` writes ``data-NNNNN-of-NNNNN.arrow`` files in the Arrow IPC *stream* format
+(the IPC *file* format, which starts with ``ARROW1``, is read the same way). Indexing is one
+pass over each file that records where its schema message and each record batch lie; a unit is
+a run of consecutive record batches of about ``unit_bytes`` (default 16 MiB), and its local
+file is the schema message followed by those batches: a valid IPC stream, memory-mapped and
+decoded without copying. Files named ``cache-*`` (``datasets``' map caches) are skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from streaming.errors import SourceFileError
+from streaming.format.arrow_values import Decoded, column_getters, type_name
+from streaming.format.registry import register_format
+from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
+from streaming.format.sources import ChunkFile, SourceFormat, register_source
+
+__all__ = ['ArrowSource', 'ArrowReader']
+
+FILE_MAGIC = b'ARROW1\0\0'
+
+
+def _pa() -> Any:
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise ImportError('Streaming Arrow files needs pyarrow: pip install pyarrow') from None
+    return pa
+
+
+class ArrowSource(SourceFormat):
+    """Arrow IPC streams (and files): units are runs of record batches."""
+
+    name = 'arrow'
+    extensions = ('.arrow',)
+    ignored_prefixes = ('cache-',)
+    streamed = True
+    options = {'unit_bytes': 16 << 20}
+
+    def index_chunks(self, where: str, size: int, chunks: Iterator[bytes],
+                     options: dict[str, Any]) -> dict[str, Any]:
+        pa = _pa()
+        stream = ChunkFile(chunks)
+        head = stream.read(len(FILE_MAGIC))
+        if head != FILE_MAGIC:
+            stream.unread(head)
+        start = stream.pos
+        batches: list[tuple[int, int, int]] = []  # (offset, bytes, rows)
+        try:
+            reader = pa.ipc.open_stream(stream)
+            schema_range = [start, stream.pos - start]
+            if any(pa.types.is_dictionary(field.type) for field in reader.schema):
+                raise SourceFileError(f'{where}: dictionary-encoded Arrow columns are not '
+                                      f'supported; stream it as Parquet instead.')
+            while True:
+                offset = stream.pos
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    break
+                batches.append((offset, stream.pos - offset, batch.num_rows))
+        except (pa.ArrowException, OSError, EOFError) as error:
+            raise SourceFileError(f'{where}: not a readable Arrow IPC file ({error}); it is '
+                                  f'truncated or corrupt.') from None
+        stream.drain()
+        if stream.pos != size:
+            raise SourceFileError(f'{where}: read {stream.pos} bytes but the file has {size}: '
+                                  f'it changed while it was indexed.')
+        units: list[dict[str, Any]] = []
+        limit = int(options['unit_bytes'])
+        for offset, length, rows in batches:
+            if units and units[-1]['ranges'][1][1] + length <= limit:
+                units[-1]['ranges'][1][1] += length
+                units[-1]['samples'] += rows
+            else:
+                units.append({'samples': rows, 'ranges': [list(schema_range), [offset, length]]})
+        schema = reader.schema
+        return {'schema': {field.name: type_name(field.type) for field in schema}, 'units': units}
+
+
+class ArrowReader(SourceReader):
+    """A run of record batches of an Arrow file, after its schema message: an IPC stream."""
+
+    def decode(self) -> tuple[Decoded, int]:
+        pa = _pa()
+        self.data()  # Present, and of the size the index says.
+        # The table's buffers are views of the map, which lives as long as they do.
+        table = self.read_table(lambda: pa.ipc.open_stream(
+            pa.memory_map(self.path(self.raw_data))).read_all(), f'unit {self.unit}')
+        if self.columns is not None:
+            table = table.select(self.columns)
+        return column_getters(table), table.nbytes
+
+
+register_source(ArrowSource())
+register_format('arrow', reader=ArrowReader, check_entry=check_ranges_entry,
+                required_keys=SOURCE_KEYS)

@@ -1,0 +1,215 @@
+"""Arrow columns as the values MDS readers give: ints, floats, str, bytes, numpy arrays.
+
+A decoded table (a Parquet row group, an Arrow record batch) is turned once into one accessor
+per column, so that sample ``i`` costs a few slices, not a ``to_pylist`` of the table:
+
+* lists (and fixed-size lists) of numbers, at any depth, without nulls: a numpy array per
+  sample (a view of the decoded buffer for one level);
+* binary and string columns: ``bytes``/``str`` cut from the data buffer when asked for;
+* numbers and booleans: Python scalars; everything else (structs, maps, timestamps...):
+  what ``pyarrow``'s ``as_py`` gives. A null is ``None``.
+
+Decoded tables of one process are kept under a byte budget (``STREAMING_DECODED_BYTES``,
+default 512 MiB), least recently used dropped first; a dropped one is decoded again when next
+read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+__all__ = ['column_getters', 'Decoded', 'DecodedCache', 'type_name']
+
+Getter = Callable[[int], Any]
+Gatherer = Callable[[np.ndarray], Any]
+
+
+class Decoded(NamedTuple):
+    """A decoded unit's columns: ``getters`` give sample ``i``'s value.
+
+    ``gatherers`` give the values of samples ``indices`` at once (an int64 array for integers,
+    a list for ``str`` and ``bytes``); None when some column has another kind, or nulls.
+    """
+
+    getters: dict[str, Getter]
+    gatherers: dict[str, Gatherer] | None
+
+
+# Arrow number types as numpy dtypes (pyarrow's own ``to_numpy`` imports pandas: seconds per
+# process, in every DataLoader worker).
+_DTYPES = {'int8': 'i1', 'int16': '<i2', 'int32': '<i4', 'int64': '<i8', 'uint8': 'u1',
+           'uint16': '<u2', 'uint32': '<u4', 'uint64': '<u8', 'halffloat': '<f2',
+           'float': '<f4', 'double': '<f8', 'bool': '?'}
+
+
+def _to_numpy(array: Any) -> np.ndarray:
+    """A numpy view (copy for booleans) of an Arrow array of numbers without nulls."""
+    name = str(array.type)
+    if name == 'bool' or array.null_count:
+        return np.array(array.to_pylist(), _DTYPES.get(name, object))
+    data = array.buffers()[1]
+    if data is None:
+        return np.zeros(0, _DTYPES[name])
+    return np.frombuffer(data, _DTYPES[name])[array.offset:array.offset + len(array)]
+
+
+def _numeric(pa: Any, kind: Any) -> bool:
+    types = pa.types
+    return types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
+
+
+def _list_leaf(pa: Any, kind: Any) -> Any:
+    """The innermost value type of nested (fixed-size) lists, or None if ``kind`` is no list."""
+    types = pa.types
+    if not (types.is_list(kind) or types.is_large_list(kind) or types.is_fixed_size_list(kind)):
+        return None
+    while types.is_list(kind) or types.is_large_list(kind) or types.is_fixed_size_list(kind):
+        kind = kind.value_type
+    return kind
+
+
+def _binary_getter(array: Any, large: bool, text: bool) -> tuple[Getter, Gatherer | None]:
+    _, offsets_buf, data_buf = array.buffers()[:3]
+    offsets = np.frombuffer(offsets_buf, np.int64 if large else np.int32)[
+        array.offset:array.offset + len(array) + 1]
+    data = memoryview(data_buf) if data_buf is not None else memoryview(b'')
+    starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
+    nulls = array.is_null().to_pylist() if array.null_count else None
+    kind: Any = (lambda view: str(view, 'utf-8')) if text else bytes
+
+    def get(i: int) -> Any:
+        if nulls is not None and nulls[i]:
+            return None
+        return kind(data[starts[i]:ends[i]])
+
+    def gather(indices: np.ndarray) -> list[Any]:
+        return [kind(data[a:b]) for a, b in zip(offsets[indices].tolist(),
+                                                 offsets[indices + 1].tolist())]
+
+    return get, (gather if nulls is None else None)
+
+
+def _list_getter(pa: Any, array: Any) -> Getter | None:
+    """One numpy array per sample for a one-level list of numbers without nulls."""
+    types = pa.types
+    if array.null_count or array.values.null_count:
+        return None
+    values = _to_numpy(array.flatten())
+    if types.is_fixed_size_list(array.type):
+        size = array.type.list_size
+        return lambda i: values[i * size:(i + 1) * size]
+    offsets = _to_numpy(array.offsets)
+    offsets = (offsets - offsets[0]).tolist()
+    return lambda i: values[offsets[i]:offsets[i + 1]]
+
+
+def type_name(kind: Any) -> str:
+    """A column type's name for comparing files: list item names and dictionary encoding ignored.
+
+    (pyarrow names a list's items ``element``, Spark and older writers ``item``; a dictionary of
+    strings reads as strings.)
+    """
+    import pyarrow as pa
+    types = pa.types
+
+    def plain(t: Any) -> Any:
+        if types.is_dictionary(t):
+            return plain(t.value_type)
+        if types.is_fixed_size_list(t):
+            return pa.list_(plain(t.value_type), t.list_size)
+        if types.is_large_list(t):
+            return pa.large_list(plain(t.value_type))
+        if types.is_list(t):
+            return pa.list_(plain(t.value_type))
+        if types.is_struct(t):
+            return pa.struct([pa.field(f.name, plain(f.type)) for f in t])
+        return t
+
+    return str(plain(kind))
+
+
+def _nested_getter(rows: list[Any], dtype: Any) -> Getter:
+    """A numpy array per sample from nested lists (None stays None)."""
+    return lambda i: None if rows[i] is None else np.asarray(rows[i], dtype)
+
+
+def column_getters(table: Any) -> Decoded:
+    """The getters (and gatherers) of the columns of a ``pyarrow.Table`` (or record batch)."""
+    import pyarrow as pa
+    types = pa.types
+    getters: dict[str, Getter] = {}
+    gatherers: dict[str, Gatherer] | None = {}
+    for name in table.column_names:
+        column = table.column(name)
+        if hasattr(column, 'num_chunks'):  # A table's column: one array (copied only if split).
+            column = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+        array = column
+        kind = array.type
+        if types.is_dictionary(kind):
+            array = array.dictionary_decode()
+            kind = array.type
+        leaf = _list_leaf(pa, kind)
+        getter: Getter | None = None
+        gather: Gatherer | None = None
+        if types.is_binary(kind) or types.is_large_binary(kind) or types.is_string(kind) or \
+                types.is_large_string(kind):
+            getter, gather = _binary_getter(
+                array, types.is_large_binary(kind) or types.is_large_string(kind),
+                types.is_string(kind) or types.is_large_string(kind))
+        elif _numeric(pa, kind):
+            getter = array.to_pylist().__getitem__
+            if types.is_integer(kind) and not array.null_count:
+                gather = _to_numpy(array).astype(np.int64).__getitem__
+        elif leaf is not None and _numeric(pa, leaf):
+            if _list_leaf(pa, kind.value_type) is None:
+                getter = _list_getter(pa, array)
+            if getter is None:
+                getter = _nested_getter(array.to_pylist(), _DTYPES[str(leaf)])
+        if getter is None:
+            getter = array.to_pylist().__getitem__
+        getters[name] = getter
+        if gather is None:
+            gatherers = None
+        elif gatherers is not None:
+            gatherers[name] = gather
+    return Decoded(getters, gatherers)
+
+
+class DecodedCache:
+    """Which owners of this process hold decoded data (``owner.decoded``), under a byte budget.
+
+    The least recently used owner's ``decoded`` is set to None when the budget is exceeded.
+    """
+
+    def __init__(self, budget: int | None = None) -> None:
+        self.budget = budget if budget is not None else \
+            int(os.environ.get('STREAMING_DECODED_BYTES', 512 << 20))
+        self._items: OrderedDict[int, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+
+    def touch(self, owner: Any) -> None:
+        """``owner`` was just read (keep it longest)."""
+        if id(owner) in self._items:
+            self._items.move_to_end(id(owner))
+
+    def put(self, owner: Any, value: Any, nbytes: int) -> None:
+        """Set ``owner.decoded = value`` (``nbytes`` large), dropping others' beyond the budget."""
+        self.drop(owner)
+        owner.decoded = value
+        self._items[id(owner)] = (owner, nbytes)
+        self._bytes += nbytes
+        while self._bytes > self.budget and len(self._items) > 1:
+            _, (old, size) = self._items.popitem(last=False)
+            old.decoded = None
+            self._bytes -= size
+
+    def drop(self, owner: Any) -> None:
+        """Forget ``owner``'s decoded data."""
+        item = self._items.pop(id(owner), None)
+        if item is not None and item[0] is owner:
+            self._bytes -= item[1]
+        owner.decoded = None

@@ -1,0 +1,192 @@
+"""Parquet files streamed as they are: shards of whole row groups, only the columns asked for.
+
+Indexing reads each file's footer (its last 64 KiB, one more range if the footer is longer)
+and records, per row group, its row count and each column chunk's byte range. A unit is a run
+of consecutive row groups of one file of about ``unit_bytes`` (default 32 MiB; a larger row
+group is a unit alone). Its shard is the local file made of the chunks of the projected columns
+followed by the footer; ``ParquetReader`` decodes it with ``pyarrow.parquet`` as if it were the
+whole file (reads outside the ranges it holds see zeros, and only the footer's tail is ever read
+there).
+
+pyarrow is imported when a Parquet file is first indexed or read, never at ``import streaming``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from typing import Any
+
+from streaming.errors import SourceFileError
+from streaming.format.arrow_values import Decoded, column_getters, type_name
+from streaming.format.registry import register_format
+from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
+from streaming.format.sources import SourceFormat, register_source
+
+__all__ = ['ParquetSource', 'ParquetReader', 'RangeFile']
+
+MAGIC = b'PAR1'
+TAIL = 64 << 10  # Bytes read from the end of a file to find its footer in one request.
+
+
+def _pq() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError('Streaming Parquet files needs pyarrow: pip install pyarrow') from None
+    return pq
+
+
+def _coalesce(ranges: list[list[int]]) -> list[list[int]]:
+    """Sorted ranges with touching or overlapping ones merged."""
+    out: list[list[int]] = []
+    for start, length in sorted(ranges):
+        if out and start <= out[-1][0] + out[-1][1]:
+            out[-1][1] = max(out[-1][1], start + length - out[-1][0])
+        else:
+            out.append([start, length])
+    return out
+
+
+class ParquetSource(SourceFormat):
+    """Parquet files: units are row groups; their ranges are column chunks plus the footer."""
+
+    name = 'parquet'
+    extensions = ('.parquet', '.parq', '.pq')
+    options = {'unit_bytes': 32 << 20}  # Consecutive row groups up to this many bytes a unit.
+
+    def index_ranges(self, where: str, size: int, read: Any,
+                     options: dict[str, Any]) -> dict[str, Any]:
+        if size < 12:
+            raise SourceFileError(f'{where}: {size} bytes is too short for a Parquet file.')
+        tail_start = max(0, size - TAIL)
+        tail = read(tail_start, size)
+        if tail[-4:] != MAGIC:
+            raise SourceFileError(f'{where}: no Parquet footer (the file does not end with '
+                                  f'"PAR1"): it is truncated or not a Parquet file.')
+        footer_len = struct.unpack('<I', tail[-8:-4])[0]
+        footer_start = size - 8 - footer_len
+        if footer_start < 4:
+            raise SourceFileError(f'{where}: the footer length {footer_len} does not fit in the '
+                                  f'file ({size} bytes): the file is truncated or corrupt.')
+        if footer_start < tail_start:
+            tail = read(footer_start, tail_start) + tail
+            tail_start = footer_start
+        footer = tail[footer_start - tail_start:]
+        pq = _pq()
+        import pyarrow as pa
+        try:
+            meta = pq.read_metadata(pa.BufferReader(MAGIC + footer))
+            schema = meta.schema.to_arrow_schema()
+        except Exception as error:
+            raise SourceFileError(f'{where}: the Parquet footer cannot be read ({error}); the '
+                                  f'file is corrupt.') from None
+        units: list[dict[str, Any]] = []
+        limit, unit_size = int(options['unit_bytes']), 0
+        for number in range(meta.num_row_groups):
+            group = meta.row_group(number)
+            if not units or unit_size >= limit:
+                units.append({'samples': 0, 'row_groups': [number, number], 'columns': {}})
+                unit_size = 0
+            unit = units[-1]
+            chunks: dict[str, list[list[int]]] = unit['columns']
+            for c in range(group.num_columns):
+                column = group.column(c)
+                start = column.data_page_offset
+                if column.has_dictionary_page and column.dictionary_page_offset:
+                    start = min(start, column.dictionary_page_offset)
+                length = column.total_compressed_size
+                if start < 4 or start + length > footer_start:
+                    raise SourceFileError(f'{where}: row group {number} column '
+                                          f'{column.path_in_schema!r} lies outside the data '
+                                          f'(bytes {start}-{start + length}): corrupt footer.')
+                top = column.path_in_schema.split('.')[0]
+                chunks.setdefault(top, []).append([start, length])
+                unit_size += length
+            unit['samples'] += group.num_rows
+            unit['row_groups'][1] = number + 1
+        return {'schema': {field.name: type_name(field.type) for field in schema},
+                'footer': [footer_start, footer_len + 8], 'units': units}
+
+    def unit_ranges(self, record: dict[str, Any], unit: dict[str, Any],
+                    columns: list[str] | None) -> list[list[int]]:
+        names = columns if columns is not None else list(unit['columns'])
+        ranges = [r for name in names for r in unit['columns'].get(name, [])]
+        return _coalesce(ranges) + [list(record['footer'])]
+
+    def entry_extras(self, record: dict[str, Any], unit: dict[str, Any],
+                     columns: list[str] | None) -> dict[str, Any]:
+        return {'columns': list(columns) if columns is not None else list(record['schema']),
+                'row_groups': list(unit['row_groups'])}
+
+
+class RangeFile:
+    """A read-only file object over byte ranges of a source, laid end to end in ``data``.
+
+    It has the source's size; bytes outside the ranges read as zeros.
+    """
+
+    def __init__(self, data: Any, ranges: list[list[int]], size: int) -> None:
+        self.data, self.size, self.pos, self.closed = data, size, 0, False
+        self.starts = [start for start, _ in ranges]
+        self.spans = []
+        local = 0
+        for start, length in ranges:
+            self.spans.append((start, length, local))
+            local += length
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else self.pos + offset if whence == 1 else \
+            self.size + offset
+        return self.pos
+
+    def read(self, n: int = -1) -> bytes:
+        begin = self.pos
+        end = self.size if n is None or n < 0 else min(self.size, begin + n)
+        if end <= begin:
+            return b''
+        self.pos = end
+        i = max(bisect.bisect_right(self.starts, begin) - 1, 0)
+        start, length, local = self.spans[i] if self.spans else (0, 0, 0)
+        if start <= begin and end <= start + length:  # Within one range: a plain slice.
+            return self.data[local + begin - start:local + end - start]
+        out = bytearray(end - begin)
+        for start, length, local in self.spans[i:]:
+            if start >= end:
+                break
+            lo, hi = max(start, begin), min(start + length, end)
+            if lo < hi:
+                out[lo - begin:hi - begin] = self.data[local + lo - start:local + hi - start]
+        return bytes(out)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ParquetReader(SourceReader):
+    """One row group of a Parquet file: its projected column chunks and the footer, local."""
+
+    def decode(self) -> tuple[Decoded, int]:
+        handle = RangeFile(self.data(), self.ranges, self.source_size)
+        first, stop = self.row_groups or (self.unit, self.unit + 1)
+        what = f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
+        table = self.read_table(lambda: _pq().ParquetFile(handle).read_row_groups(
+            range(first, stop), columns=self.columns), what)
+        return column_getters(table), table.nbytes
+
+
+register_source(ParquetSource())
+register_format('parquet', reader=ParquetReader, check_entry=check_ranges_entry,
+                required_keys={**SOURCE_KEYS, 'columns': list, 'row_groups': list})

@@ -1,0 +1,122 @@
+"""The reader base of units of data files streamed as they are (Parquet row groups, JSONL ranges).
+
+A unit's shard entry names its source file (``source``, ``source_size``, ``source_etag``), its
+number in that file (``unit``) and the byte ``ranges`` of the source that its local file holds,
+end to end. A subclass implements ``decode``: the unit's data as ``{column: get(i)}``, kept while
+the unit is in use (under the process's ``DecodedCache`` budget).
+"""
+
+from __future__ import annotations
+
+import mmap
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from streaming.errors import IndexFileError, SourceFileError
+from streaming.format.arrow_values import Decoded, DecodedCache
+from streaming.format.index import FileInfo
+from streaming.format.reader import Reader
+
+__all__ = ['SourceReader', 'check_ranges_entry', 'SOURCE_KEYS']
+
+SOURCE_KEYS = {'source': str, 'source_size': int, 'unit': int, 'ranges': list}
+_decoded = DecodedCache()
+
+
+class SourceReader(Reader):
+    """One unit of a source file, made local as its byte ranges end to end."""
+
+    file_keys = ('raw_data', 'zip_data')
+
+    def __init__(self, dirname: str, split: str | None, compression: str | None,
+                 hashes: list[str], raw_data: FileInfo, samples: int,
+                 size_limit: int | str | None, zip_data: FileInfo | None, source: str,
+                 source_size: int, unit: int, ranges: list[list[int]],
+                 source_etag: str | None = None, columns: list[str] | None = None,
+                 first_line: int = 1, row_groups: list[int] | None = None) -> None:
+        super().__init__(dirname, split, compression, hashes, samples, size_limit)
+        self.raw_data, self.zip_data = raw_data, zip_data
+        self.file_pairs = [(raw_data, zip_data)]
+        self.source, self.source_size, self.source_etag = source, source_size, source_etag
+        self.unit, self.ranges, self.columns = unit, ranges, columns
+        self.first_line, self.row_groups = first_line, row_groups
+        self.decoded: Decoded | None = None
+
+    def check_files(self, maps: list[mmap.mmap]) -> None:
+        pass  # Sizes are checked by the map; the content when decoded.
+
+    def data(self) -> mmap.mmap:
+        """The local file, mapped."""
+        return (self._maps or self._open())[0]
+
+    def decode(self) -> tuple[Decoded, int]:
+        """(the unit's columns decoded, bytes that takes in memory)."""
+        raise NotImplementedError
+
+    def read_table(self, read: Callable[[], Any], what: str) -> Any:
+        """``read()``: this unit as a pyarrow table, any failure a ``SourceFileError``.
+
+        ``what`` names the unit (``row group 3``). A table of another row count than the index
+        says means the index is stale.
+        """
+        try:
+            table = read()
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, TypeError, KeyError, IndexError) as error:
+            raise SourceFileError(f'{what} of {self.source} (cached as '
+                                  f'{self.path(self.raw_data)}) cannot be decoded '
+                                  f'({type(error).__name__}: {error}): it is corrupt.') from None
+        if table.num_rows != self.samples:
+            raise SourceFileError(f'{what} of {self.source} has {table.num_rows} rows but the '
+                                  f'index says {self.samples}: the index is stale.')
+        return table
+
+    def close(self) -> None:
+        _decoded.drop(self)
+        try:
+            super().close()
+        except BufferError:
+            pass  # A view in a traceback still uses the map; freeing it closes the map.
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state['decoded'] = None
+        return state
+
+    def columns_decoded(self) -> Decoded:
+        """The unit's columns, decoded now if they are not at hand."""
+        decoded = self.decoded
+        if decoded is None:
+            decoded, nbytes = self.decode()
+            _decoded.put(self, decoded, nbytes)
+        else:
+            _decoded.touch(self)
+        return decoded
+
+    def getters(self) -> dict[str, Callable[[int], Any]]:
+        """``{column: get(i)}`` of the unit."""
+        return self.columns_decoded().getters
+
+    def get_item(self, idx: int) -> dict[str, Any]:
+        return {name: get(idx) for name, get in self.getters().items()}
+
+    def gather_columns(self, indices: np.ndarray, spans: bool = False) -> dict[str, Any] | None:
+        """The columns of samples ``indices`` at once (the batch fast path; see ``Decoded``)."""
+        gatherers = self.columns_decoded().gatherers
+        if not gatherers or not len(indices):
+            return None
+        return {name: gather(indices) for name, gather in gatherers.items()}
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self.get_item(i) for i in range(self.samples))
+
+
+def check_ranges_entry(where: str, entry: dict[str, Any]) -> None:
+    """``ranges`` must be a list of ``[start, length]`` pairs of non-negative ints."""
+    if not isinstance(entry.get('ranges'), list) or not all(
+            isinstance(r, list) and len(r) == 2 and
+            all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in r)
+            for r in entry['ranges']):
+        raise IndexFileError(f'{where}: "ranges" must be a list of [start, length] pairs.')
