@@ -75,10 +75,10 @@ def _dir_bytes(directory: str) -> int:
 
 
 def one_run(impl: str, python: str, link: LinkEmulator, profile_rate: float, total: int,
-            params: dict[str, Any], scratch: str) -> dict[str, Any]:
+            params: dict[str, Any], scratch: str, timeout: float) -> dict[str, Any]:
     link.reset()
     result = run_worker(python, 'remote.py', impl, {**params, 'endpoint': link.endpoint},
-                        scratch, 900)
+                        scratch, timeout)
     if result['status'] != 'ok':
         return result
     m = result['metrics']
@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--cache-limit', action='store_true',
                         help='also run the epoch with cache_limit at 25%% of the dataset')
     parser.add_argument('--only-cache-limit', action='store_true')
+    parser.add_argument('--timeout', type=float, default=300, help='seconds per run')
     parser.add_argument('--data-dir', default=os.path.join(REPO, 'benchmarks', '.data', 'link'))
     parser.add_argument('--out', default=os.path.join(REPO, 'benchmarks', 'results',
                                                       'link.json'))
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
                                       'cache_limit': None if fraction is None else
                                       int(totals[impl] * fraction)}
                             result = one_run(impl, python[impl], link, profile.link_rate,
-                                             totals[impl], params, scratch)
+                                             totals[impl], params, scratch, args.timeout)
                             runs[impl].append(result)
                             m = result.get('metrics', {})
                             _log(f'{case} #{repeat} {impl}: {result["status"]} '

@@ -43,8 +43,8 @@ from typing import Callable
 import numpy as np
 
 from streaming.coord import Lease, SharedDir
-from streaming.dataset.cache import REMOTE, ShardCache
-from streaming.order.first_use import iter_first_uses, sample_time
+from streaming.dataset.cache import LOCAL, REMOTE, ShardCache
+from streaming.order.first_use import iter_first_uses, last_uses, sample_time
 
 __all__ = ['AUTO_AHEAD_BYTES', 'IN_FLIGHT_ENV', 'Concurrency', 'NodePrefetch', 'Progress',
            'in_flight_setting', 'prefetch_arrays']
@@ -220,11 +220,15 @@ class NodePrefetch:
         """Whether this process runs the node's schedule now."""
         return self._thread is not None and self._thread.is_alive() and self.lease.held
 
-    def now(self) -> int:
-        """The time of the slowest reader of the node (the plan's start before anyone reads)."""
+    def now(self, workers: int) -> tuple[int, bool]:
+        """(The slowest reader's time, whether all ``workers`` of every rank have reported).
+
+        The time is 0 before anyone reads.
+        """
         progress = self.shared.array('prefetch_progress')
         reported = progress[progress > 0]
-        return int(reported.min()) - 1 if len(reported) else 0
+        everyone = bool((progress[:, :min(workers, MAX_WORKERS)] > 0).all())
+        return (int(reported.min()) - 1 if len(reported) else 0), everyone
 
     # ---- one download ------------------------------------------------------------------------
     def fetch(self, shard: int, first_use: int) -> None:
@@ -274,6 +278,14 @@ class _Schedule:
         self.epoch, self.start = int(plan[_EPOCH]), int(plan[_START])
         order = owner.order_for(self.epoch, self.start, int(plan[_WORKERS]) or 1)
         self.walk = iter_first_uses(order, owner.shard_starts, len(owner.sizes))
+        # Under a cache limit, each shard's last use: once every reader is past it, the shard is
+        # marked least recently used, so that eviction takes it before any shard still needed.
+        self.dead: np.ndarray | None = None
+        if owner.cache.limit is not None:
+            self.last = last_uses(order, owner.shard_starts, len(owner.sizes))
+            used = np.flatnonzero(self.last >= 0)
+            self.dead = used[np.argsort(self.last[used], kind='stable')]
+            self.dead_cursor = 0
         self.queue: deque[tuple[int, int]] = deque()
         self.ahead: deque[tuple[int, int]] = deque()  # (first use, bytes) fetched ahead.
         self.walked = False
@@ -288,6 +300,18 @@ class _Schedule:
             self.queue.extend(zip(shards.tolist(), times.tolist()))
         return self.queue[0]
 
+    def _mark_dead(self, now: int, states: np.ndarray) -> None:
+        if self.dead is None:
+            return
+        access = self.owner.cache.access
+        while self.dead_cursor < len(self.dead):
+            shard = int(self.dead[self.dead_cursor])
+            if self.last[shard] >= now:
+                return
+            if states[shard] == LOCAL:
+                access[shard] = 0
+            self.dead_cursor += 1
+
     def run(self) -> None:
         owner = self.owner
         plan = owner.shared.array('prefetch_plan')
@@ -295,8 +319,10 @@ class _Schedule:
         while True:
             if int(plan[_GEN]) != self.generation:
                 self._begin(plan)
-            now = owner.now()
             workers = max(1, int(plan[_WORKERS]))
+            now, everyone = owner.now(workers)
+            if everyone:
+                self._mark_dead(now, states)
             horizon = None if owner.ahead is None else now + owner.ahead * workers
             while self.ahead and self.ahead[0][0] <= now:
                 self.ahead.popleft()
@@ -320,7 +346,8 @@ class _Schedule:
                 if first > now:
                     self.ahead.append((first, size))
                     ahead_bytes += size
-            if self.walked and not self.queue and not self.futures:
+            dead_left = self.dead is not None and self.dead_cursor < len(self.dead)
+            if self.walked and not self.queue and not self.futures and not dead_left:
                 with owner.shared.lock('prefetch'):
                     if int(plan[_GEN]) == self.generation:
                         plan[_COMPLETE] = self.generation

@@ -18,7 +18,7 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ['first_uses', 'iter_first_uses', 'sample_time']
+__all__ = ['first_uses', 'iter_first_uses', 'last_uses', 'sample_time']
 
 
 def sample_time(position: int, worker: int, workers: int, batch_size: int) -> int:
@@ -47,6 +47,31 @@ def first_uses(ids: np.ndarray, times: np.ndarray, shard_starts: np.ndarray,
     return unique[by_time], times[first[by_time]]
 
 
+def _chunks(order: np.ndarray, begin_batch: int, chunk: int
+            ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(sample ids, their times) of ``order`` in reading order, a chunk of batches at a time."""
+    ranks, workers, batches, batch = order.shape
+    step = max(1, chunk // max(1, ranks * workers * batch))
+    for begin in range(begin_batch, batches, step):
+        end = min(begin + step, batches)
+        ids = np.asarray(order[:, :, begin:end]).transpose(2, 1, 3, 0)  # (b, W, S, R)
+        b, w, s = np.meshgrid(np.arange(begin, end), np.arange(workers), np.arange(batch),
+                              indexing='ij')
+        times = np.broadcast_to(((b * workers + w) * batch + s)[..., None], ids.shape)
+        yield ids.reshape(-1), times.reshape(-1)
+
+
+def last_uses(order: np.ndarray, shard_starts: np.ndarray, num_shards: int,
+              chunk: int = 1 << 16) -> np.ndarray:
+    """Each shard's last use by the node in ``order`` (its time; -1: not used)."""
+    last = np.full(num_shards, -1, np.int64)
+    for ids, times in _chunks(order, 0, chunk):
+        keep = ids >= 0
+        shards = np.searchsorted(shard_starts, ids[keep], 'right') - 1
+        np.maximum.at(last, shards, times[keep])
+    return last
+
+
 def iter_first_uses(order: np.ndarray, shard_starts: np.ndarray, num_shards: int,
                     from_time: int = 0, chunk: int = 1 << 16
                     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -57,16 +82,8 @@ def iter_first_uses(order: np.ndarray, shard_starts: np.ndarray, num_shards: int
     """
     ranks, workers, batches, batch = order.shape
     seen = np.zeros(num_shards, bool)
-    step = max(1, chunk // max(1, ranks * workers * batch))
     first_batch = max(0, from_time // (workers * batch) - 1) if workers * batch else 0
-    for begin in range(first_batch, batches, step):
-        end = min(begin + step, batches)
-        part = np.asarray(order[:, :, begin:end])  # (R, W, b, S)
-        ids = part.transpose(2, 1, 3, 0)  # (b, W, S, R): the node's reading order.
-        b, w, s = np.meshgrid(np.arange(begin, end), np.arange(workers), np.arange(batch),
-                              indexing='ij')
-        times = np.broadcast_to(((b * workers + w) * batch + s)[..., None], ids.shape)
-        ids, times = ids.reshape(-1), times.reshape(-1)
+    for ids, times in _chunks(order, first_batch, chunk):
         later = times >= from_time
         shards, first = first_uses(ids[later], times[later], shard_starts, seen)
         if len(shards):

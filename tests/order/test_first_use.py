@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from streaming.order import get_epoch_order
-from streaming.order.first_use import first_uses, iter_first_uses, sample_time
+from streaming.order.first_use import first_uses, iter_first_uses, last_uses, sample_time
 
 
 def brute_force(order, starts, from_time=0):
@@ -47,6 +47,13 @@ def test_matches_a_plain_loop(seed, from_time):
     expected = brute_force(order, starts, from_time)
     assert list(zip(shards.tolist(), times.tolist())) == [tuple(e) for e in expected]
     assert np.all(np.diff(times) >= 0)
+    last = last_uses(order, starts, len(sizes), chunk=64)
+    for shard in range(len(sizes)):
+        uses = [sample_time(b * batch + s, w, workers, batch)
+                for r in range(ranks) for w in range(workers) for b in range(batches)
+                for s in range(batch)
+                if starts[shard] <= order[r, w, b, s] < starts[shard + 1]]
+        assert last[shard] == max(uses, default=-1)
 
 
 def test_times_do_not_depend_on_the_number_of_workers():
