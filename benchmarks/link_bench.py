@@ -143,6 +143,36 @@ def table(results: dict[str, Any]) -> str:
     return '\n'.join(lines)
 
 
+def _without_runs(results: dict[str, Any]) -> dict[str, Any]:
+    return {case: {k: v for k, v in by.items() if not k.startswith('_')}
+            for case, by in results.items()}
+
+
+COMMANDS = {
+    'link-same-region.json': '--profiles same-region --repeats 3 --timeout 240',
+    'link-same-region-cache25.json': '--profiles same-region --only-cache-limit --repeats 2 '
+                                     '--timeout 240',
+    'link-cross-region.json': '--profiles cross-region --repeats 2 --timeout 240',
+}
+
+
+def saved_section(results_dir: str) -> list[str]:
+    """The docs page's section for the saved runs of ``COMMANDS`` (nothing if none is saved)."""
+    lines: list[str] = []
+    for name, options in COMMANDS.items():
+        path = os.path.join(results_dir, name)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            saved = json.load(f)
+        shown = _without_runs(saved['results'])
+        load = ', '.join(f'{x:.1f}' for x in saved.get('load', []))
+        lines += [f'`python -m benchmarks.link_bench {options} --out '
+                  f'benchmarks/results/{name}` (run of {saved["date"]}, load average after: '
+                  f'{load}):', '', table(shown)]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--profiles', nargs='+', default=['same-region'],
@@ -193,8 +223,7 @@ def main(argv: list[str] | None = None) -> None:
                                  f'{"" if result["status"] == "ok" else result.get("reason")}')
                     results[case] = {impl: summarise(r) for impl, r in runs.items()}
                     results[case]['_runs'] = runs  # type: ignore[assignment]
-    shown = {case: {k: v for k, v in by.items() if not k.startswith('_')}
-             for case, by in results.items()}
+    shown = _without_runs(results)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, 'w') as f:
         json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(),

@@ -66,6 +66,8 @@ PROFILES = {
     'same-region': Profile(0.040, 12e6, 96e6),
     'cross-region': Profile(0.100, 8e6, 200e6),
     'big-node': Profile(0.020, 80e6, 1e9),
+    # No latency, no caps: the proxy's counting only, for the CPU ceiling of a case.
+    'uncapped': Profile(0.0, 1e12, 1e12),
 }
 
 

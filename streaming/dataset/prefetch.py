@@ -300,6 +300,17 @@ class _Schedule:
             self.queue.extend(zip(shards.tolist(), times.tolist()))
         return self.queue[0]
 
+    def _room_for(self, size: int, states: np.ndarray) -> bool:
+        """Whether a shard fetched ahead fits under ``cache_limit``.
+
+        Evicting for it may take only shards every reader is past (marked with access 0).
+        """
+        cache = self.owner.cache
+        if cache.limit is None:
+            return True
+        dead = (states == LOCAL) & (cache.access == 0)
+        return cache.usage - int(self.owner.sizes[dead].sum()) + size <= cache.limit
+
     def _mark_dead(self, now: int, states: np.ndarray) -> None:
         if self.dead is None:
             return
@@ -339,7 +350,8 @@ class _Schedule:
                 if horizon is not None and first >= horizon:
                     break
                 size = int(owner.sizes[shard])
-                if first > now and ahead_bytes + size > owner.budget:
+                if first > now and (ahead_bytes + size > owner.budget or
+                                    not self._room_for(size, states)):
                     break
                 self.queue.popleft()
                 self.futures[self.pool.submit(owner.fetch, shard, first)] = (shard, size)
