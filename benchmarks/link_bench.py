@@ -151,14 +151,36 @@ def _without_runs(results: dict[str, Any]) -> dict[str, Any]:
 COMMANDS = {
     'link-same-region.json': '--profiles same-region --repeats 3 --timeout 240',
     'link-same-region-cache25.json': '--profiles same-region --only-cache-limit --repeats 2 '
-                                     '--timeout 240',
-    'link-cross-region.json': '--profiles cross-region --repeats 2 --timeout 240',
+                                     '--timeout 200',
+    'link-cross-region.json': '--profiles cross-region --repeats 2 --timeout 200',
+    'link-uncapped.json': '--profiles uncapped --repeats 2 --impls ours litdata --timeout 200',
 }
+
+
+def self_check_lines(path: str) -> list[str]:
+    """The emulator's saved self-checks (one JSON per line), as a table."""
+    if not os.path.exists(path):
+        return []
+    lines = ['What the emulator itself delivered at the time (`python -m benchmarks.linkemu '
+             '--self-check --profile P --seconds 2 --json`, moto and the proxy on the same 2 '
+             'cores):', '',
+             '| profile (TTFB, per connection, link) | TTFB ms | one connection MB/s | '
+             'connections | aggregate MB/s (share of link) |', '|---|---|---|---|---|']
+    with open(path) as f:
+        for line in f:
+            c = json.loads(line)
+            p = c['profile']
+            lines.append(f'| {p["ttfb"] * 1e3:.0f} ms, {p["conn_rate"] / 1e6:.0f} MB/s, '
+                         f'{p["link_rate"] / 1e6:.0f} MB/s | {c["ttfb_s"] * 1e3:.1f} | '
+                         f'{c["one_connection_mb_per_s"]:.1f} | {c["connections"]} | '
+                         f'{c["aggregate_mb_per_s"]:.1f} '
+                         f'({c["aggregate_mb_per_s"] * 1e6 / p["link_rate"]:.2f}) |')
+    return lines + ['']
 
 
 def saved_section(results_dir: str) -> list[str]:
     """The docs page's section for the saved runs of ``COMMANDS`` (nothing if none is saved)."""
-    lines: list[str] = []
+    lines: list[str] = self_check_lines(os.path.join(results_dir, 'linkemu-selfcheck.jsonl'))
     for name, options in COMMANDS.items():
         path = os.path.join(results_dir, name)
         if not os.path.exists(path):

@@ -201,7 +201,13 @@ LINK_INTRO = [
 def link_section() -> list[str]:
     """The saved link-emulator runs (``benchmarks/results/link-*.json``), as tables."""
     from benchmarks.link_bench import saved_section
-    return saved_section(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results'))
+    results = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
+    lines = saved_section(results)
+    notes = os.path.join(results, 'link-notes.md')  # What the saved runs show, by hand.
+    if lines and os.path.exists(notes):
+        with open(notes) as f:
+            lines += ['', f.read().strip()]
+    return lines
 
 
 METHOD = [
