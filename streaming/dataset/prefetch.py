@@ -177,6 +177,9 @@ class NodePrefetch:
         sizes = np.asarray(cache._max_sizes(), np.int64)
         self.sizes = sizes
         budget = AUTO_AHEAD_BYTES if cache.limit is None else cache.limit // 2
+        # What cache_limit leaves for shards once the indexes (which count against it) are in.
+        self.room = None if cache.limit is None else \
+            cache.limit - sum(stream.get_index_size() for stream in cache.streams)
         self.budget = max(budget, int(sizes.max()) if len(sizes) else 0)
 
     def __reduce__(self) -> tuple:
@@ -300,6 +303,18 @@ class _Schedule:
             self.queue.extend(zip(shards.tolist(), times.tolist()))
         return self.queue[0]
 
+    def _may_reserve(self, size: int) -> bool:
+        """Whether one more download may start under ``cache_limit``.
+
+        Downloads in flight (each reserves its shard's bytes) keep to half of the room the
+        streams' indexes leave under the limit, so that
+        readers can always make room for the shard they wait for.
+        """
+        room = self.owner.room
+        if room is None:
+            return True
+        return sum(reserved for _, reserved in self.futures.values()) + size <= room // 2
+
     def _room_for(self, size: int, states: np.ndarray) -> bool:
         """Whether a shard fetched ahead fits under ``cache_limit``.
 
@@ -352,6 +367,8 @@ class _Schedule:
                 size = int(owner.sizes[shard])
                 if first > now and (ahead_bytes + size > owner.budget or
                                     not self._room_for(size, states)):
+                    break
+                if self.futures and not self._may_reserve(size):
                     break
                 self.queue.popleft()
                 self.futures[self.pool.submit(owner.fetch, shard, first)] = (shard, size)
