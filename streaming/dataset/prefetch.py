@@ -307,8 +307,8 @@ class _Schedule:
         """Whether one more download may start under ``cache_limit``.
 
         Downloads in flight (each reserves its shard's bytes) keep to half of the room the
-        streams' indexes leave under the limit, so that
-        readers can always make room for the shard they wait for.
+        streams' indexes leave under the limit, so that readers can always make room for the
+        shard they wait for.
         """
         room = self.owner.room
         if room is None:
