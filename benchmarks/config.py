@@ -345,7 +345,7 @@ GROUP_TITLES = {
     'read_plain': '2b. Shuffled read through a bare torch DataLoader (default collate)',
     'resume': '4. Resumption: time to first batch after load_state_dict at 50%',
     'epoch_setup': '5. Epoch setup at scale (index-only datasets)',
-    'remote': '6. Remote: one cold epoch from S3 on loopback',
+    'remote': '6. Remote on loopback: a CPU-cost figure only (no latency, no bandwidth cap)',
 }
 
 

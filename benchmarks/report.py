@@ -172,6 +172,8 @@ def markdown(doc: dict[str, Any], chart_name: str | None) -> str:
         '## Results',
         *table,
     ]
+    lines += ['', '## Remote through an emulated network link', '', *LINK_INTRO,
+              *link_section()]
     if notes:
         lines += ['', '## Notes: unsupported cases and errors', '']
         lines += [f'{i}. {note}' for i, note in enumerate(notes, 1)]
@@ -179,6 +181,33 @@ def markdown(doc: dict[str, Any], chart_name: str | None) -> str:
         lines += ['', '## Chart', '', f'![speed-up over the reference]({chart_name})']
     lines += ['', '## What each case measures', '', *METHOD]
     return '\n'.join(lines) + '\n'
+
+
+LINK_INTRO = [
+    'Section 6 streams from moto on loopback: no time to first byte, no bandwidth cap. Its '
+    'ratios are a CPU cost, not what a user sees on a network. Here the same kind of cold '
+    'epoch goes through `benchmarks/linkemu.py` (a proxy in front of moto with a time to first '
+    'byte, a per-connection and a link rate cap; profiles in benchmarks/README.md): issue 19\'s '
+    'case, 300 MB of ~100 KB samples in ~74 shards of ~4 MB, shuffled, batch_size=32, '
+    'DataLoader num_workers=2, fresh cache, every setting default. MB/s counts sample payload '
+    'over the epoch (clock started before the dataset is built); share of link is bytes through '
+    'the link per second over its rate; in flight, requests and bytes are counted by the proxy; '
+    'peak cache is the cache directory\'s largest size, sampled every 0.2 s. These runs are '
+    'separate from the full run above (`python -m benchmarks.link_bench`).',
+    '',
+]
+
+
+def link_section() -> list[str]:
+    """The saved link-emulator runs (``benchmarks/results/link-*.json``), as tables."""
+    from benchmarks.link_bench import saved_section
+    results = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
+    lines = saved_section(results)
+    notes = os.path.join(results, 'link-notes.md')  # What the saved runs show, by hand.
+    if lines and os.path.exists(notes):
+        with open(notes) as f:
+            lines += ['', f.read().strip()]
+    return lines
 
 
 METHOD = [
@@ -208,7 +237,9 @@ METHOD = [
     'written beforehand by a separate process (a restart or resume of the same epoch). The '
     'other implementations run the same way in both.',
     '- **Remote**: moto\'s S3 server on loopback (separate process); one cold epoch (2 workers, '
-    'fresh empty cache), then again with `cache_limit` at 25% of the dataset.',
+    'fresh empty cache), then again with `cache_limit` at 25% of the dataset. Loopback has no '
+    'latency and no bandwidth cap: a CPU-cost figure; network figures are in "Remote through '
+    'an emulated network link".',
     '- **Machine limit**: the shard files of ours\' copy read straight into memory with a warm '
     'page cache, and a bare Python loop slicing each sample\'s bytes out of the in-memory shard '
     '(offsets precomputed).',

@@ -6,7 +6,9 @@ implementation's ``StreamingDataLoader``, reading the whole epoch. The clock sta
 dataset is built, so the index download counts.
 
 Params: ``{"endpoint", "bucket", "prefix", "scratch", "batch_size", "num_workers", "shuffle",
-"cache_limit" (bytes or null), "payload_per_sample"}``.
+"cache_limit" (bytes or null), "payload_per_sample"}``, and optionally ``"watch_disk"``: sample
+the cache directory's size every 0.2 s (``peak_cache_bytes``). ``start_wall`` is the wall time the
+clock started at, for a link emulator's first-request time.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -66,13 +69,34 @@ def cache_bytes(directory: str) -> int:
     return total
 
 
+class DiskWatch:
+    """The largest size a directory reached, sampled in a thread every ``interval`` seconds."""
+
+    def __init__(self, directory: str, interval: float = 0.2) -> None:
+        self.directory, self.interval, self.peak = directory, interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, cache_bytes(self.directory))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak, cache_bytes(self.directory))
+
+
 def run(impl: str, params: dict[str, Any]) -> dict[str, Any]:
     os.environ.update(CREDENTIALS)
     os.environ['S3_ENDPOINT_URL'] = params['endpoint']  # The reference's endpoint override.
     harness.prepare_impl(impl)  # Not timed.
     os.makedirs(params['scratch'], exist_ok=True)
     local = tempfile.mkdtemp(prefix=f'{impl}-cache-', dir=params['scratch'])
+    watch = DiskWatch(local) if params.get('watch_disk') else None
     try:
+        start_wall = time.time()
         start = time.perf_counter()
         loader = make_loader(impl, params, local)
         iterator = iter(loader)
@@ -83,6 +107,7 @@ def run(impl: str, params: dict[str, Any]) -> dict[str, Any]:
         end = time.perf_counter()
         del iterator
         left_in_cache = cache_bytes(local)
+        peak = watch.stop() if watch is not None else None
     finally:
         shutil.rmtree(local, ignore_errors=True)
     epoch = end - start
@@ -93,6 +118,8 @@ def run(impl: str, params: dict[str, Any]) -> dict[str, Any]:
         'samples_per_s': samples / epoch,
         'mb_per_s': samples * params['payload_per_sample'] / epoch / 1e6,
         'cache_bytes_at_end': left_in_cache,
+        **({'peak_cache_bytes': peak} if peak is not None else {}),
+        'start_wall': start_wall,
         'peak_rss_mb': harness.peak_rss_mb(children=True),
     }
 

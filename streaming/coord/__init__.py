@@ -1,11 +1,13 @@
 """Node-local coordination of ranks and DataLoader workers through files in shared memory.
 
 ``SharedDir`` (one directory of shared arrays, locks and files per dataset per node),
-``FileLock`` (a kernel ``flock``) and ``make_job_token`` (the name ranks of one job agree on).
+``FileLock`` (a kernel ``flock``), ``Lease`` (a role one process of the node holds at a time)
+and ``make_job_token`` (the name ranks of one job agree on).
 """
 
-from streaming.coord.lock import FileLock
+from streaming.coord.lock import FileLock, Lease
 from streaming.coord.shared_dir import SharedDir, base_dir, find_stale, sweep_stale
 from streaming.coord.token import make_job_token
 
-__all__ = ['FileLock', 'SharedDir', 'base_dir', 'find_stale', 'make_job_token', 'sweep_stale']
+__all__ = ['FileLock', 'Lease', 'SharedDir', 'base_dir', 'find_stale', 'make_job_token',
+           'sweep_stale']

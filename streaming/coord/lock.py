@@ -9,9 +9,15 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import weakref
 from typing import Any
 
-__all__ = ['FileLock']
+__all__ = ['FileLock', 'Lease']
+
+# Locks holding a descriptor now. A forked child closes its copies of those descriptors (without
+# unlocking, which would unlock the parent too): otherwise a child would keep its parent's locks
+# held after the parent died, and a process waiting for one would wait for the child instead.
+_holding: weakref.WeakSet = weakref.WeakSet()
 
 
 class FileLock:
@@ -34,6 +40,7 @@ class FileLock:
             os.close(fd)
             return False
         self._fds[threading.get_ident()] = fd
+        _holding.add(self)
         return True
 
     def release(self) -> None:
@@ -50,3 +57,72 @@ class FileLock:
 
     def __getstate__(self) -> dict[str, Any]:
         return {'path': self.path, '_fds': {}}
+
+
+class Lease:
+    """A role one process of the node holds at a time (e.g. running the node's downloads).
+
+    ``try_take`` never waits. The kernel ends the lease when its holder exits or is killed, so
+    another process can take it over; a forked child does not inherit it.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = -1
+        self._pid = os.getpid()
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0 and self._pid == os.getpid()
+
+    def try_take(self) -> bool:
+        """Take the lease if nobody holds it; True if this process holds it now."""
+        if self.held:
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, 'O_CLOEXEC', 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd, self._pid = fd, os.getpid()
+        _leases.add(self)
+        return True
+
+    def give_up(self) -> None:
+        if self.held:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+        self._fd = -1
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {'path': self.path, '_fd': -1, '_pid': -1}
+
+
+_leases: weakref.WeakSet = weakref.WeakSet()
+
+
+def _close_inherited() -> None:
+    """In a forked child: drop the descriptors of the parent's locks and leases."""
+    me = threading.get_ident()  # The forking thread goes on in the child, with what it holds.
+    for lock in list(_holding):
+        for thread, fd in list(lock._fds.items()):
+            if thread != me:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                del lock._fds[thread]
+    for lease in list(_leases):
+        if lease._fd >= 0:
+            try:
+                os.close(lease._fd)
+            except OSError:
+                pass
+        lease._fd = -1
+    _holding.clear()
+    _leases.clear()
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_close_inherited)

@@ -3,7 +3,8 @@
 Modules: ``config`` (every argument validated once: ``DatasetConfig``, ``ResumableLayout``),
 ``stream`` (one source of shards), ``cache`` (the node-wide shard cache and its LRU),
 ``epochs`` (epoch numbering and resume records), ``iteration`` (the shared epoch order and the
-prefetching loop) and ``dataset`` (the glue).
+reading loop), ``prefetch`` (the node's downloads in first-use order) and ``dataset`` (the
+glue).
 """
 
 from streaming.dataset.config import DatasetConfig, ResumableLayout

@@ -27,7 +27,8 @@ import numpy as np
 
 from streaming.dataset import handoff
 from streaming.dataset.cache import ShardCache
-from streaming.dataset.iteration import Prefetcher, shard_chunks
+from streaming.dataset.iteration import shard_chunks
+from streaming.dataset.prefetch import Progress
 from streaming.errors import ShardFileError
 from streaming.format.mds.reader import Spans
 from streaming.telemetry import WorkerClock
@@ -45,7 +46,7 @@ class SampleStream:
     """
 
     def __init__(self, sample_ids: np.ndarray, shard_starts: np.ndarray, cache: ShardCache,
-                 get: Callable[[int], Any], fast: bool, prefetcher: Prefetcher | None,
+                 get: Callable[[int], Any], fast: bool, prefetcher: Progress | None,
                  clock: WorkerClock | None = None) -> None:
         self.shard_starts = shard_starts
         self.cache = cache

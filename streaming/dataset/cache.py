@@ -114,17 +114,20 @@ class ShardCache:
                              f'files ({indexes} bytes): {2 * largest + indexes} bytes in all.')
 
     def samples_that_fit(self, samples_per_shard: np.ndarray) -> int | None:
-        """About how many samples' shards fit in half of ``cache_limit``; None without a limit.
+        """About how many samples' shards fit in a quarter of ``cache_limit``; None without one.
 
         A block shuffle mixes about ``block_size`` consecutive samples, so the shards of one
-        block must be local at once. If they cannot fit in half the cache (the other half being
-        room for prefetching and other workers), shards would be evicted and downloaded again
-        many times per epoch; the dataset caps the block size by this.
+        block must be local at once; a shard's samples spread over about two neighbouring blocks,
+        so two blocks' shards are in use at a time. If they cannot fit in half the cache (the
+        other half being room for the node's downloads ahead), shards would be evicted and
+        downloaded again many times per epoch; the dataset caps the block size by this (a
+        quarter rather than a half: through an emulated link, 25%-of-the-dataset cache, 1.38x
+        the dataset fetched with a half, 1.09x with a quarter; benchmarks/link_bench.py).
         """
         if self.limit is None or not len(samples_per_shard):
             return None
         mean_bytes = max(float(np.mean(self._max_sizes())), 1.0)
-        shards_fit = max(int(self.limit // 2 // mean_bytes), 1)
+        shards_fit = max(int(self.limit // 4 // mean_bytes), 1)
         return max(int(shards_fit * float(np.mean(samples_per_shard))), 1)
 
     def _max_sizes(self) -> np.ndarray:

@@ -10,8 +10,9 @@ import bisect
 import math
 import os
 import warnings
+import weakref
 from concurrent.futures import Future
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -24,7 +25,7 @@ from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.config import DatasetConfig, ResumableLayout
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
 from streaming.dataset.index_cache import ShardTable
-from streaming.dataset.iteration import Prefetcher, iterate_samples, shared_epoch_order
+from streaming.dataset.iteration import iterate_samples, shared_epoch_order
 from streaming.dataset.order_store import (
     EpochIds,
     WorkerOrder,
@@ -34,6 +35,7 @@ from streaming.dataset.order_store import (
     order_cache_enabled,
     shared_epoch_ids,
 )
+from streaming.dataset.prefetch import NodePrefetch, prefetch_arrays
 from streaming.dataset.stream import Stream, streams_registry
 from streaming.errors import EmptyIndexError
 from streaming.indexing import IndexingMixin
@@ -231,7 +233,8 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         self._stream_proportions = None if None in shares else np.array(shares, np.float64)
         self.epoch_size = int(self.stream_choose.sum())  # Samples per epoch, all ranks together.
         self.length = math.ceil(self.epoch_size / self._parallel_ranks())
-        arrays = {**cache_arrays(self.num_shards), **epoch_arrays(world.local_world_size)}
+        arrays = {**cache_arrays(self.num_shards), **epoch_arrays(world.local_world_size),
+                  **prefetch_arrays(world.local_world_size)}
         if shared is None:
             shared = SharedDir.create_or_join(token, world, arrays,
                                               timeout=config.coordination_timeout)
@@ -243,11 +246,47 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             self.cache.scan_local()
         self._epochs = EpochState(shared, world.local_rank)
         self._passes = 0
+        self._prefetch: NodePrefetch | None = None
         self._block_cap = self.cache.samples_that_fit(self.samples_per_shard) \
             if config.block_size_matters else None
         self._warn_if_block_capped()
         self._fast_read = (type(self).__getitem__ is StreamingDataset.__getitem__ and
                            type(self).get_item is StreamingDataset.get_item)
+        if world.is_local_leader:
+            self._predict_epoch()
+
+    # ---- the node's downloads (see prefetch) ---------------------------------------------------
+    def _node_prefetch(self) -> NodePrefetch | None:
+        """This process's view of the node's download schedule; None if nothing is remote."""
+        if self.config.batch_size is None or self.cache.states.min() == LOCAL:
+            return None
+        if self._prefetch is None:
+            config = self.config
+            explicit = config.predownload != DatasetConfig.default_predownload(config.batch_size)
+            ref = weakref.ref(self)
+
+            def order_for(epoch: int, start: int, workers: int) -> np.ndarray:
+                dataset = ref()
+                if dataset is None:
+                    raise FileNotFoundError('the dataset is gone')
+                world = replace(dataset.world, worker=0, num_workers=workers)
+                return dataset._epoch_order(epoch, start, world)[world.node]
+
+            self._prefetch = NodePrefetch(self._shared, self.cache, self.sample_offset_per_shard,
+                                          order_for, config.batch_size,
+                                          config.predownload if explicit else None)
+        return self._prefetch
+
+    def _predict_epoch(self) -> None:
+        """Start the node's downloads for the epoch the next pass will most likely read."""
+        prefetch = self._node_prefetch()
+        if prefetch is None:
+            return
+        pending = self._epochs.peek_pending()
+        epoch, start = (pending.epoch, pending.sample_in_epoch) if pending else \
+            (self._epochs.next_epoch(), 0)
+        prefetch.publish(epoch, start, 1)
+        prefetch.ensure_running()
 
     def _parallel_ranks(self) -> int:
         return self.world.world_size // (self.config.replication or 1)
@@ -439,10 +478,9 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         # This worker's part of the node's shared order, read a chunk at a time; padding (-1)
         # is dropped chunk by chunk while iterating.
         mine = self._worker_order(epoch, sample_in_epoch, world)
-        prefetcher = None
-        if self.cache.states.min() != LOCAL:  # Some shard may need downloading.
-            prefetcher = Prefetcher(self.cache, mine, self.sample_offset_per_shard,
-                                    self.config.predownload)
+        prefetch = self._node_prefetch()  # None when every shard is local.
+        prefetcher = None if prefetch is None else prefetch.session(
+            epoch, sample_in_epoch, world.local_rank, world.worker, world.num_workers)
         stream = SampleStream(mine, self.sample_offset_per_shard, self.cache, self.__getitem__,
                               self._fast_read, prefetcher, self._worker_clock(world))
         if attach_to_fetcher(self, stream):  # Called by a DataLoader's fetcher: batch at once.
@@ -475,3 +513,5 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         record = ResumeRecord.from_state(obj)
         self.resumable.adopt(record)
         self._epochs.publish_resume(record)
+        if self.world.is_local_leader:
+            self._predict_epoch()

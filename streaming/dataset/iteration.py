@@ -1,20 +1,21 @@
-"""Per-worker iteration: the node's shared epoch order, and a loop that downloads ahead."""
+"""Per-worker iteration: the node's shared epoch order, and a loop that reports its progress."""
 
 from __future__ import annotations
 
 import glob
 import hashlib
 import os
-import threading
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
 from streaming.coord import SharedDir
-from streaming.dataset.cache import ShardCache
 from streaming.fileio import atomic_open
 
-__all__ = ['shared_epoch_order', 'Prefetcher', 'iterate_samples', 'shard_chunks']
+if TYPE_CHECKING:
+    from streaming.dataset.prefetch import Progress
+
+__all__ = ['shared_epoch_order', 'iterate_samples', 'shard_chunks']
 
 
 def shared_epoch_order(shared: SharedDir, params: dict[str, Any],
@@ -54,63 +55,9 @@ def shard_chunks(sample_ids: np.ndarray, shard_starts: np.ndarray,
         yield start, shards, ids - shard_starts[shards]
 
 
-class Prefetcher:
-    """Prepares the shards of upcoming samples in a background thread.
-
-    It stays at most ``window`` samples ahead of the consumer, sleeping on an event (not a
-    polling loop) when it is that far ahead. Its errors are not raised here: the consumer
-    prepares a shard that is still missing itself, and gets the error then.
-    """
-
-    def __init__(self, cache: ShardCache, sample_ids: np.ndarray, shard_starts: np.ndarray,
-                 window: int) -> None:
-        self.cache = cache
-        self.sample_ids = sample_ids
-        self.shard_starts = shard_starts
-        self.window = max(window, 1)
-        self.position = 0
-        self.wake_at = 0
-        self._wake = threading.Event()
-        self._stop = False
-        self._thread = threading.Thread(target=self._run, name='streaming-prefetch', daemon=True)
-        self._thread.start()
-
-    def advance(self, position: int) -> None:
-        """The consumer reached ``position``; wake the thread if it was waiting for that."""
-        self.position = position
-        if position >= self.wake_at:
-            self._wake.set()
-
-    def stop(self) -> None:
-        self._stop = True
-        self._wake.set()
-
-    def _run(self) -> None:
-        previous = -1
-        for start, shards, _ in shard_chunks(self.sample_ids, self.shard_starts):
-            # Only the first sample of each run of equal shard ids matters.
-            firsts = np.flatnonzero(np.r_[shards[:1] != previous, shards[1:] != shards[:-1]])
-            for offset, shard_id in zip(firsts.tolist(), shards[firsts].tolist()):
-                position = start + offset
-                while position > self.position + self.window and not self._stop:
-                    self.wake_at = position - self.window
-                    self._wake.clear()
-                    if position > self.position + self.window:
-                        self._wake.wait(timeout=1.0)
-                if self._stop:
-                    return
-                if not self.cache.is_local(shard_id):
-                    try:
-                        self.cache.prepare(shard_id, blocking=False)
-                    except Exception:  # The consumer will hit and report it.
-                        pass
-            if len(shards):
-                previous = int(shards[-1])
-
-
 def iterate_samples(sample_ids: np.ndarray, shard_starts: np.ndarray,
                     read: Callable[[int, int], Any] | None, get: Callable[[int], Any],
-                    prefetcher: Prefetcher | None) -> Iterator[Any]:
+                    prefetcher: Progress | None) -> Iterator[Any]:
     """Yield each sample: ``read(shard, index)`` on the fast path, else ``get(sample_id)``."""
     try:
         for start, shards, indices in shard_chunks(sample_ids, shard_starts):

@@ -68,9 +68,15 @@ def test_shuffled_epoch_with_quarter_cache_completes_without_thrashing(
     assert total <= downloaded <= 2 * total, (downloaded, total)
 
 
+# Tests that drive the cache by hand pass predownload=0: with it, the node's schedule starts no
+# download of its own (see streaming.dataset.prefetch), so the cache holds only what they did.
+BY_HAND = {'predownload': 0}
+
+
+@pytest.mark.filterwarnings('ignore:predownload=0')
 def test_evict_and_prepare_by_hand(counted_remote, tmp_path) -> None:
     dataset = StreamingDataset(remote=counted_remote, local=str(tmp_path / 'cache'),
-                               batch_size=4)
+                               batch_size=4, **BY_HAND)
     index = os.path.getsize(tmp_path / 'cache' / 'index.json')
     assert dataset.cache_usage == index  # The index counts, as in the reference.
     dataset.prepare_shard(3)
@@ -128,12 +134,13 @@ class FlakyBackend(LocalBackend):
         super().download(url, local_path, timeout)
 
 
+@pytest.mark.filterwarnings('ignore:predownload=0')
 def test_concurrent_prepares_with_failures_never_deadlock(tmp_path) -> None:
     remote = write_ids(str(tmp_path / 'remote'), 100, size_limit=1 << 12, payload=200)
     register_backend('', FlakyBackend)
     try:
         dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=4,
-                                   download_retry=0)
+                                   download_retry=0, **BY_HAND)
         failures = []
 
         def hammer(seed: int) -> None:
@@ -160,9 +167,10 @@ def test_concurrent_prepares_with_failures_never_deadlock(tmp_path) -> None:
         register_backend('', LocalBackend)
 
 
+@pytest.mark.filterwarnings('ignore:predownload=0')
 def test_a_dead_preparer_is_detected(counted_remote, tmp_path) -> None:
     dataset = StreamingDataset(remote=counted_remote, local=str(tmp_path / 'cache'),
-                               batch_size=4)
+                               batch_size=4, **BY_HAND)
     # As if a process had claimed shard 2 and been killed before finishing (its flock is gone).
     dataset.cache.states[2] = PREPARING
     dataset.cache._add_usage(dataset.shards[2].get_max_size())

@@ -1,0 +1,257 @@
+"""A cold shuffled epoch from S3 through an emulated network link: ours, the reference, LitData.
+
+The case of issue 19: 300 MB of ~100 KB samples in ~74 shards of ~4 MB (``images`` source,
+3,000 samples), ``StreamingDataset(remote='s3://...', local=<empty>, shuffle=True,
+batch_size=32)`` through ``StreamingDataLoader(ds, batch_size=32, num_workers=2)`` (LitData: its
+own ``StreamingDataset`` / ``StreamingDataLoader``), every setting default, into a fresh cache.
+moto serves the bucket; ``benchmarks.linkemu`` stands between it and the readers with the
+profile's time to first byte and rate caps. For each profile and repeat, the implementations run
+one after another in fresh processes, the link's counters reset before each run.
+
+Reported per implementation (medians over repeats, min-max): payload MB/s over the epoch (the
+clock starts before the dataset is built), share of the link (bytes through the link per second
+over the link's rate), time to first batch, time from the start to the first request, downloads
+in flight (max, time-weighted mean), GETs / ranged GETs / HEADs, bytes fetched over the
+dataset's bytes, and the cache directory's peak size. ``--cache-limit`` adds the same epoch with
+``cache_limit`` (LitData: ``max_cache_size``) at 25% of the dataset.
+
+    .venv/bin/python -m benchmarks.link_bench --profiles same-region --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+from benchmarks.cases import sources
+from benchmarks.config import LITDATA, OURS, REFERENCE
+from benchmarks.envs import pythons
+from benchmarks.linkemu import PROFILES, LinkEmulator
+from benchmarks.runner import run_worker
+from benchmarks.s3 import MotoServer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = 3000
+SHARD_BYTES = 4_100_000
+METRICS = ('mb_per_s', 'link_share', 'first_batch_s', 'first_request_s', 'max_in_flight',
+           'mean_in_flight', 'get_requests', 'ranged_gets', 'head_requests', 'fetched_ratio',
+           'peak_cache_mb', 'epoch_s')
+
+
+def _log(message: str) -> None:
+    print(f'[link] {message}', file=sys.stderr, flush=True)
+
+
+def prepare(data_dir: str, impls: list[str], python: dict[str, str]) -> dict[str, str]:
+    """Each implementation's copy of the dataset (written once); returns their directories."""
+    if not sources.is_generated(data_dir, 'images', SAMPLES):
+        _log(f'generating {SAMPLES} image samples ...')
+        sources.generate(data_dir, 'images', SAMPLES)
+    dirs = {}
+    for impl in impls:
+        out = os.path.join(data_dir, impl, f'images-{SHARD_BYTES}')
+        dirs[impl] = out
+        if os.path.exists(out + '.done'):
+            continue
+        _log(f'writing {impl} copy ...')
+        params = {'data_dir': data_dir, 'dataset': 'images', 'kind': 'plain', 'out': out,
+                  'size_limit': SHARD_BYTES}
+        result = run_worker(python[impl], 'prepare.py', impl, params,
+                            os.path.join(data_dir, 'scratch'), 1800)
+        if result['status'] != 'ok':
+            raise RuntimeError(f'writing {impl} copy failed: {result}')
+        open(out + '.done', 'w').close()
+    return dirs
+
+
+def _dir_bytes(directory: str) -> int:
+    return sum(os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory)
+               if os.path.isfile(os.path.join(directory, n)))
+
+
+def one_run(impl: str, python: str, link: LinkEmulator, profile_rate: float, total: int,
+            params: dict[str, Any], scratch: str, timeout: float) -> dict[str, Any]:
+    link.reset()
+    result = run_worker(python, 'remote.py', impl, {**params, 'endpoint': link.endpoint},
+                        scratch, timeout)
+    if result['status'] != 'ok':
+        return result
+    m = result['metrics']
+    stats = link.stats()
+    m['link_share'] = stats['bytes_out'] / m['epoch_s'] / profile_rate
+    m['first_request_s'] = (stats['first_request_wall'] or m['start_wall']) - m['start_wall']
+    m['max_in_flight'] = stats['max_in_flight']
+    m['mean_in_flight'] = stats['mean_in_flight']
+    m['get_requests'] = stats['get_requests']
+    m['ranged_gets'] = stats['requests'].get('GET_RANGE', 0)
+    m['head_requests'] = stats['head_requests']
+    m['fetched_ratio'] = stats['bytes_out'] / total
+    m['peak_cache_mb'] = m.get('peak_cache_bytes', 0) / 1e6
+    return result
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r['metrics'] for r in runs if r['status'] == 'ok']
+    if not ok:
+        return {'status': runs[0]['status'] if runs else 'not run',
+                'reason': runs[0].get('reason') if runs else None}
+    out: dict[str, Any] = {'status': 'ok', 'n': len(ok)}
+    for name in METRICS:
+        values = [m[name] for m in ok if m.get(name) is not None]
+        if values:
+            out[name] = {'median': statistics.median(values), 'min': min(values),
+                         'max': max(values)}
+    return out
+
+
+def table(results: dict[str, Any]) -> str:
+    """A markdown table per case: one row per implementation."""
+    lines = []
+    for case, by_impl in results.items():
+        lines += [f'**{case}**', '',
+                  '| | MB/s | share of link | first batch s | first request s | in flight max '
+                  '/ mean | GET / ranged / HEAD | fetched / dataset | peak cache MB |',
+                  '|---|---|---|---|---|---|---|---|---|']
+        for impl, s in by_impl.items():
+            if s.get('status') != 'ok':
+                lines.append(f'| {impl} | {s.get("status")}: {s.get("reason")} |')
+                continue
+
+            def med(name: str, fmt: str = '.2f', s: dict = s) -> str:
+                return format(s[name]['median'], fmt) if name in s else '-'
+            lines.append(
+                f'| {impl} | {med("mb_per_s", ".1f")} ({s["mb_per_s"]["min"]:.1f}-'
+                f'{s["mb_per_s"]["max"]:.1f}) | {med("link_share")} | {med("first_batch_s")} | '
+                f'{med("first_request_s")} | {med("max_in_flight", ".0f")} / '
+                f'{med("mean_in_flight", ".1f")} | {med("get_requests", ".0f")} / '
+                f'{med("ranged_gets", ".0f")} / {med("head_requests", ".0f")} | '
+                f'{med("fetched_ratio")} | {med("peak_cache_mb", ".0f")} |')
+        ours = by_impl.get(OURS, {})
+        for other in (REFERENCE, LITDATA):
+            theirs = by_impl.get(other, {})
+            if ours.get('status') == 'ok' and theirs.get('status') == 'ok':
+                speed = ours['mb_per_s']['median'] / theirs['mb_per_s']['median']
+                first = ours['first_batch_s']['median'] / theirs['first_batch_s']['median']
+                lines.append(f'\nours / {other}: MB/s {speed:.2f}x, time to first batch '
+                             f'{first:.2f}x')
+        lines.append('')
+    return '\n'.join(lines)
+
+
+def _without_runs(results: dict[str, Any]) -> dict[str, Any]:
+    return {case: {k: v for k, v in by.items() if not k.startswith('_')}
+            for case, by in results.items()}
+
+
+COMMANDS = {
+    'link-same-region.json': '--profiles same-region --repeats 3 --timeout 240',
+    'link-same-region-cache25.json': '--profiles same-region --only-cache-limit --repeats 2 '
+                                     '--timeout 200',
+    'link-cross-region.json': '--profiles cross-region --repeats 2 --timeout 200',
+    'link-uncapped.json': '--profiles uncapped --repeats 2 --impls ours litdata --timeout 200',
+}
+
+
+def self_check_lines(path: str) -> list[str]:
+    """The emulator's saved self-checks (one JSON per line), as a table."""
+    if not os.path.exists(path):
+        return []
+    lines = ['What the emulator itself delivered at the time (`python -m benchmarks.linkemu '
+             '--self-check --profile P --seconds 2 --json`, moto and the proxy on the same 2 '
+             'cores):', '',
+             '| profile (TTFB, per connection, link) | TTFB ms | one connection MB/s | '
+             'connections | aggregate MB/s (share of link) |', '|---|---|---|---|---|']
+    with open(path) as f:
+        for line in f:
+            c = json.loads(line)
+            p = c['profile']
+            lines.append(f'| {p["ttfb"] * 1e3:.0f} ms, {p["conn_rate"] / 1e6:.0f} MB/s, '
+                         f'{p["link_rate"] / 1e6:.0f} MB/s | {c["ttfb_s"] * 1e3:.1f} | '
+                         f'{c["one_connection_mb_per_s"]:.1f} | {c["connections"]} | '
+                         f'{c["aggregate_mb_per_s"]:.1f} '
+                         f'({c["aggregate_mb_per_s"] * 1e6 / p["link_rate"]:.2f}) |')
+    return lines + ['']
+
+
+def saved_section(results_dir: str) -> list[str]:
+    """The docs page's section for the saved runs of ``COMMANDS`` (nothing if none is saved)."""
+    lines: list[str] = self_check_lines(os.path.join(results_dir, 'linkemu-selfcheck.jsonl'))
+    for name, options in COMMANDS.items():
+        path = os.path.join(results_dir, name)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            saved = json.load(f)
+        shown = _without_runs(saved['results'])
+        load = ', '.join(f'{x:.1f}' for x in saved.get('load', []))
+        lines += [f'`python -m benchmarks.link_bench {options} --out '
+                  f'benchmarks/results/{name}` (run of {saved["date"]}, load average after: '
+                  f'{load}):', '', table(shown)]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--profiles', nargs='+', default=['same-region'],
+                        choices=sorted(PROFILES))
+    parser.add_argument('--impls', nargs='+', default=[OURS, REFERENCE, LITDATA])
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--cache-limit', action='store_true',
+                        help='also run the epoch with cache_limit at 25%% of the dataset')
+    parser.add_argument('--only-cache-limit', action='store_true')
+    parser.add_argument('--timeout', type=float, default=300, help='seconds per run')
+    parser.add_argument('--data-dir', default=os.path.join(REPO, 'benchmarks', '.data', 'link'))
+    parser.add_argument('--out', default=os.path.join(REPO, 'benchmarks', 'results',
+                                                      'link.json'))
+    args = parser.parse_args(argv)
+    python = pythons(set(args.impls))
+    dirs = prepare(args.data_dir, args.impls, python)
+    scratch = os.path.join(args.data_dir, 'scratch')
+    payload = sources.Source(args.data_dir, 'images').total_payload_bytes() / SAMPLES
+    results: dict[str, Any] = {}
+    os.environ.update({'AWS_ACCESS_KEY_ID': 'testing', 'AWS_SECRET_ACCESS_KEY': 'testing'})
+    with MotoServer('linkbench') as s3:
+        totals = {impl: s3.upload_dir(dirs[impl], f'{impl}/images') for impl in args.impls}
+        limits = [None] * (not args.only_cache_limit) + \
+            [0.25] * (args.cache_limit or args.only_cache_limit)
+        for name in args.profiles:
+            profile = PROFILES[name]
+            with LinkEmulator(s3.endpoint, profile) as link:
+                for fraction in limits:
+                    case = f'{name}' + ('' if fraction is None else ', cache_limit 25%')
+                    runs: dict[str, list] = {impl: [] for impl in args.impls}
+                    for repeat in range(args.repeats):
+                        for impl in args.impls:
+                            params = {'bucket': 'linkbench', 'prefix': f'{impl}/images',
+                                      'scratch': scratch, 'batch_size': 32, 'num_workers': 2,
+                                      'shuffle': True, 'payload_per_sample': payload,
+                                      'watch_disk': True,
+                                      'cache_limit': None if fraction is None else
+                                      int(totals[impl] * fraction)}
+                            result = one_run(impl, python[impl], link, profile.link_rate,
+                                             totals[impl], params, scratch, args.timeout)
+                            runs[impl].append(result)
+                            m = result.get('metrics', {})
+                            _log(f'{case} #{repeat} {impl}: {result["status"]} '
+                                 f'{m.get("mb_per_s", 0):.1f} MB/s, share '
+                                 f'{m.get("link_share", 0):.2f}, first batch '
+                                 f'{m.get("first_batch_s", 0):.2f} s, in flight '
+                                 f'{m.get("max_in_flight", 0)}/{m.get("mean_in_flight", 0):.1f}'
+                                 f'{"" if result["status"] == "ok" else result.get("reason")}')
+                    results[case] = {impl: summarise(r) for impl, r in runs.items()}
+                    results[case]['_runs'] = runs  # type: ignore[assignment]
+    shown = _without_runs(results)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, 'w') as f:
+        json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(),
+                   'results': results}, f, indent=1, default=str)
+    print(table(shown))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,129 @@
+"""The node's downloads in first-use order (streaming.dataset.prefetch)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+from torch.utils.data import DataLoader
+
+from streaming import StreamingDataset
+from streaming.dataset.cache import LOCAL, REMOTE
+from streaming.dataset.prefetch import IN_FLIGHT_ENV, Concurrency, in_flight_setting
+from streaming.order.first_use import iter_first_uses
+from streaming.storage import register_backend
+from streaming.storage.local import LocalBackend
+from tests.dataset.conftest import write_ids
+
+
+def _climb(link_limit: int, seconds: float = 30.0, fail_at: float | None = None) -> list[int]:
+    """Values taken by an adaptive count on a link that carries ``link_limit`` transfers' worth."""
+    concurrency = Concurrency()
+    values, now = [], 0.0
+    while now < seconds:
+        rate = min(concurrency.value, link_limit) * 1e6  # Bytes/s the transfers achieve.
+        concurrency.finished(int(rate * 0.1))
+        if fail_at is not None and abs(now - fail_at) < 0.05:
+            concurrency.failed()
+        concurrency.update(now, held_back=True)
+        values.append(concurrency.value)
+        now += 0.1
+    return values
+
+
+def test_concurrency_grows_while_throughput_grows_then_holds():
+    values = _climb(link_limit=40)
+    assert values[0] == Concurrency.START and max(values) > 40
+    # Stepped back to the count that gave the best throughput, within the 10% it asks of a step.
+    assert 36 <= values[-1] <= 50
+    assert _climb(link_limit=8)[-1] == Concurrency.START  # Past the link: no growth.
+
+
+def test_concurrency_halves_on_failure_and_a_fixed_count_stays():
+    values = _climb(link_limit=8, seconds=6.0, fail_at=1.5)
+    before, after = values[14], values[15]
+    assert after == before // 2
+    assert max(values[15:]) <= after + max(2, after // 4)  # One trial step, no gain: back.
+    assert values[-1] == after
+    fixed = Concurrency(fixed=5)
+    fixed.failed()
+    fixed.update(0.0, True)
+    fixed.update(5.0, True)
+    assert fixed.value == 5
+
+
+def test_in_flight_setting(monkeypatch):
+    monkeypatch.delenv(IN_FLIGHT_ENV, raising=False)
+    assert in_flight_setting() is None
+    monkeypatch.setenv(IN_FLIGHT_ENV, 'auto')
+    assert in_flight_setting() is None
+    monkeypatch.setenv(IN_FLIGHT_ENV, '12')
+    assert in_flight_setting() == 12
+    monkeypatch.setenv(IN_FLIGHT_ENV, 'many')
+    with pytest.raises(ValueError, match=IN_FLIGHT_ENV):
+        in_flight_setting()
+
+
+class LoggingBackend(LocalBackend):
+    """Copies like the local backend; appends each file's name, when it starts, to a log that
+    forked DataLoader workers share."""
+
+    log = ''
+
+    def download(self, url: str, local_path: str, timeout: float | None = None) -> None:
+        name = os.path.basename(local_path).lstrip('.').split('.mds')[0] + '.mds'  # A temp file.
+        with open(self.log, 'a') as f:
+            f.write(name + '\n')
+        time.sleep(0.02)  # A little latency, so that downloads overlap.
+        super().download(url, local_path, timeout)
+
+
+@pytest.fixture
+def logged_remote(tmp_path):
+    remote = write_ids(str(tmp_path / 'remote'), 1200, size_limit=1 << 14, payload=500)
+    LoggingBackend.log = str(tmp_path / 'downloads.log')
+    register_backend('', LoggingBackend)
+    yield remote
+    register_backend('', LocalBackend)
+
+
+def _log_lines(tmp_path) -> list[str]:
+    path = tmp_path / 'downloads.log'
+    return [line for line in path.read_text().split() if line.startswith('shard')] \
+        if path.exists() else []
+
+
+def test_each_shard_is_fetched_once_in_first_use_order(logged_remote, tmp_path, monkeypatch):
+    monkeypatch.setenv(IN_FLIGHT_ENV, '3')
+    dataset = StreamingDataset(remote=logged_remote, local=str(tmp_path / 'cache'),
+                               batch_size=8, shuffle=True, shuffle_block_size=300)
+    # The order the node will read, as the schedule sees it (worker-count independent).
+    order = dataset._epoch_order(0, 0, dataset.world)[0]
+    walk = list(iter_first_uses(order, dataset.sample_offset_per_shard, dataset.num_shards))
+    expected = np.concatenate([shards for shards, _ in walk]).tolist()
+    names = [dataset.shards[i].raw_data['basename'] for i in expected]
+    seen = []
+    for batch in DataLoader(dataset, batch_size=8, num_workers=2):
+        seen.extend(batch['id'].tolist())
+    assert sorted(seen) == list(range(1200))
+    fetched = _log_lines(tmp_path)
+    assert sorted(fetched) == sorted(names), 'every shard exactly once'
+    # Downloads started in first-use order, three at a time, from the moment the dataset was
+    # built (before any reader): the first ones are among the first needed (a thread started
+    # late on a loaded machine may log after the next one).
+    assert set(fetched[:3]) <= set(names[:5])
+    assert fetched[:len(names) // 2] != sorted(fetched[:len(names) // 2])  # Not name order.
+    assert (dataset.cache.states == LOCAL).all()
+
+
+@pytest.mark.filterwarnings('ignore:predownload=0')
+def test_no_background_download_with_predownload_zero(logged_remote, tmp_path):
+    dataset = StreamingDataset(remote=logged_remote, local=str(tmp_path / 'cache'),
+                               batch_size=8, predownload=0)
+    time.sleep(0.5)
+    assert (dataset.cache.states == REMOTE).all()
+    assert _log_lines(tmp_path) == []
+    assert dataset[5]['id'] == 5  # Fetched on demand.
+    assert len(_log_lines(tmp_path)) == 1
