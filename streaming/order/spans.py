@@ -38,7 +38,8 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'shuffle_positions', 'shuffle_steps']
+__all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'fresh_array', 'id_dtype', 'permute_rows',
+           'shuffle_positions', 'shuffle_steps']
 
 EXACT_SHUFFLE_ALGOS = ('naive', 'py1b', 'py1br', 'py1e', 'py1s', 'py2s')
 
@@ -111,11 +112,11 @@ def _ragged_arange(begin: np.ndarray, length: np.ndarray, dtype: type = np.int64
     return out
 
 
-def _id_dtype(total: int) -> type:
+def id_dtype(total: int) -> type:
     return np.int32 if total < np.iinfo(np.int32).max else np.int64
 
 
-def _permute_rows(spans: RowSpans, rng: np.random.Generator) -> RowSpans:
+def permute_rows(spans: RowSpans, rng: np.random.Generator) -> RowSpans:
     """Permute the spans of every row, row after row, with ``rng``."""
     order = np.arange(len(spans.begin))
     for row in range(spans.num_rows):
@@ -292,7 +293,7 @@ def shuffle_steps(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, s
     """
     sizes = np.asarray(unit_sizes, np.int64)
     total = int(sizes.sum())
-    dtype = _id_dtype(total)
+    dtype = id_dtype(total)
     if algo == 'naive':
         yield np.random.default_rng(seed + epoch).permutation(total).astype(dtype, copy=False)
         yield total
@@ -325,7 +326,7 @@ def shuffle_steps(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, s
             yield written
         yield total
         return
-    spans = _permute_rows(cut_rows(unit_begin, sizes, num_canonical_nodes), epoch_rng)
+    spans = permute_rows(cut_rows(unit_begin, sizes, num_canonical_nodes), epoch_rng)
     out = _ragged_arange(spans.begin, spans.length, dtype)
     if algo == 'py1s':
         yield out

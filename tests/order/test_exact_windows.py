@@ -17,7 +17,7 @@ def _plain_py1e(sizes: np.ndarray, rows: int, seed: int, epoch: int, block: int)
     run_rng, epoch_rng = np.random.default_rng(seed), np.random.default_rng(seed + epoch)
     begin = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     order = run_rng.permutation(len(sizes))
-    cut = spans._permute_rows(spans.cut_rows(begin[order], sizes[order], rows), epoch_rng)
+    cut = spans.permute_rows(spans.cut_rows(begin[order], sizes[order], rows), epoch_rng)
     ids = spans._ragged_arange(cut.begin, cut.length)
     out, start = [], 0
     for row in range(cut.num_rows):
