@@ -365,11 +365,14 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             stream_proportions=self._stream_proportions)
 
     def _epoch_order(self, epoch: int, sample_in_epoch: int, world: World,
-                     batching_method: str | None = None) -> np.ndarray:
-        """The whole ``(nodes, ranks, workers, batches, batch)`` array of sample ids."""
+                     batching_method: str | None = None, builtin: bool = False) -> np.ndarray:
+        """The whole ``(nodes, ranks, workers, batches, batch)`` array of sample ids.
+
+        ``builtin``: the method built in under that name, even if the table now holds another.
+        """
         params = self._order_params(epoch, sample_in_epoch, world)
         method = params['batching_method'] = batching_method or params['batching_method']
-        if not is_builtin_batching(method):  # Registered in streaming.base.batching.
+        if not builtin and not is_builtin_batching(method):  # Put in base.batching's table.
             def work() -> np.ndarray:
                 return batching_fn(method)(self, reference_world(world), epoch, sample_in_epoch)
             return self._shared_order(params, work)

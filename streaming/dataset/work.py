@@ -42,7 +42,8 @@ class BuiltinBatching:
     def __call__(self, dataset: StreamingDataset, world: Any, epoch: int,
                  sample_in_epoch: int) -> np.ndarray:
         ours = world.to_world() if hasattr(world, 'to_world') else world
-        return dataset._epoch_order(epoch, sample_in_epoch, ours, batching_method=self.method)
+        return dataset._epoch_order(epoch, sample_in_epoch, ours, batching_method=self.method,
+                                    builtin=True)
 
     def __reduce__(self) -> tuple:
         return BuiltinBatching, (self.method,)

@@ -88,11 +88,11 @@ def epoch_id_steps(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
 def dealing_of(num_samples: int, *, partition_algo: str, num_canonical_nodes: int,
                num_physical_nodes: int, ranks_per_node: int, workers_per_rank: int,
                batch_size: int, sample_in_epoch: int,
-               initial_physical_nodes: int | None) -> Dealing:
+               initial_physical_nodes: int | None) -> Dealing | ArrayDealing:
     """Which epoch position each device slot reads (see ``dealing``)."""
-    return Dealing(partition_algo, num_samples, num_canonical_nodes, num_physical_nodes,
-                   ranks_per_node, workers_per_rank, batch_size, sample_in_epoch,
-                   initial_physical_nodes)
+    return dealing_for(partition_algo, num_samples, num_canonical_nodes, num_physical_nodes,
+                       ranks_per_node, workers_per_rank, batch_size, sample_in_epoch,
+                       initial_physical_nodes)
 
 
 def deal_ids(ids: np.ndarray, dealing: Dealing | ArrayDealing,
