@@ -35,9 +35,9 @@ from streaming.dataset.order_store import (
     shared_epoch_ids,
 )
 from streaming.dataset.stream import Stream, streams_registry
+from streaming.dataset.work import batching_fn, is_builtin_batching, reference_world
 from streaming.errors import EmptyIndexError
 from streaming.indexing import IndexingMixin
-from streaming.dataset.work import batching_fn, is_builtin_batching, reference_world
 from streaming.order import get_epoch_order
 from streaming.order.exact import dealt_array, epoch_id_steps
 from streaming.order.resample import resample

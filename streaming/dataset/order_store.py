@@ -3,7 +3,9 @@
 With ``random`` batching, the epoch order is the sample id at each position of the epoch
 (``order.exact.epoch_sample_ids``: the expensive part) dealt to devices by index arithmetic
 (``order.dealing``: cheap, per slot). With the ``index`` shuffle and whole-stream draws, the
-ids need no file at all: each is computed when a worker reads it (``IndexIds``). The first process of the node
+ids need no file at all: each is computed when a worker reads it (``IndexIds``).
+
+The first process of the node
 to need the ids computes them and publishes them as a checked file (``checked_file``); every
 process then memory-maps that file and each worker computes only its own slots, a chunk at a
 time (``WorkerOrder``), so nothing epoch-sized is built per process.
@@ -86,8 +88,10 @@ class IndexIds:
 
 
 def lazy_index_ids(inputs: dict[str, Any]) -> IndexIds | None:
-    """``IndexIds`` for ``ids_inputs`` that shuffle with ``index`` and draw every stream whole
-    (a partial draw is the reference's, which costs O(samples)); None otherwise."""
+    """``IndexIds`` for ``ids_inputs`` that shuffle with ``index`` and draw streams whole.
+
+    None otherwise: a partial draw is the reference's, which costs O(samples).
+    """
     fn = SHUFFLES.get(inputs['shuffle_algo'])
     if not inputs['shuffle'] or not isinstance(fn, BuiltinShuffle) or fn.algo != INDEX_SHUFFLE:
         return None

@@ -238,8 +238,10 @@ PartitionFn = Callable[..., np.ndarray]
 
 
 class BuiltinPartition:
-    """``orig`` or ``relaxed``: callable with the reference's signature; the engine uses
-    ``Dealing`` (per-slot index arithmetic) for them instead of calling them."""
+    """``orig`` or ``relaxed``: callable with the reference's signature.
+
+    The engine uses ``Dealing`` (per-slot index arithmetic) for them instead of calling them.
+    """
 
     def __init__(self, algo: str) -> None:
         self.algo = algo

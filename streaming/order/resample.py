@@ -110,8 +110,11 @@ def resample(shard_sizes: np.ndarray, shard_streams: np.ndarray, stream_choose: 
 
 def whole_units(shard_sizes: np.ndarray, shard_streams: np.ndarray,
                 stream_choose: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``resample``'s units and each unit's first sample id, in O(shards), when every stream is
-    drawn a whole number of times (the draw then needs no random number); else None."""
+    """``resample``'s units and each unit's first sample id, in O(shards).
+
+    Only when every stream is drawn a whole number of times (the draw then needs no random
+    number); else None.
+    """
     sizes = np.asarray(shard_sizes, np.int64)
     owner = np.asarray(shard_streams, np.int64)
     choose = np.asarray(stream_choose, np.int64)

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from streaming.order.checks import check_choice, check_int
-
 __all__ = ['SAMPLING_METHODS', 'apply_weights', 'stream_proportions']
 
 SAMPLING_METHODS = ('balanced', 'fixed')

@@ -175,11 +175,14 @@ def default_num_canonical_nodes(shuffle_algo: str, num_physical_nodes: int) -> i
     return num_physical_nodes * shuffle_traits(shuffle_algo).canonical_nodes_per_node
 
 
-# ---- the engine's one way to run a shuffle --------------------------------------------------------
+# ---- the engine's one way to run a shuffle -------------------------------------------------------
 def shuffle_steps(name: str, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
                   epoch: int, block_size: int) -> Iterator[np.ndarray | int]:
-    """Run shuffle ``name`` over the units: yields the position array, then how many of its
-    first positions are final, as they become final (the last yield is all of them)."""
+    """Run shuffle ``name`` over the units.
+
+    Yields the position array, then how many of its first positions are final, as they become
+    final (the last yield is all of them).
+    """
     fn = get_shuffle(name)
     if isinstance(fn, BuiltinShuffle):
         yield from fn.steps(unit_sizes, num_canonical_nodes, seed, epoch, block_size)

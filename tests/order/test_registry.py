@@ -69,7 +69,8 @@ def test_the_table_is_the_reference_import_paths_table(registered) -> None:
     shuffle.algos['direct'] = backwards
     try:
         assert epoch('direct') == list(range(40))[::-1]
-        assert 'direct' in shuffle_names() and shuffle_traits('direct').canonical_nodes_per_node == 1
+        assert 'direct' in shuffle_names()
+        assert shuffle_traits('direct').canonical_nodes_per_node == 1
         assert shuffle.get_shuffle('direct', SIZES, 1, 0, 0).tolist() == list(range(40))[::-1]
     finally:
         unregister_shuffle('direct')

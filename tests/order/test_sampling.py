@@ -1,4 +1,4 @@
-"""Stream weights (``apply_weights``); per-shard draws are ``resample``'s (see test_oracle_order)."""
+"""Stream weights (``apply_weights``); per-shard draws are ``resample``'s (test_oracle_order)."""
 
 from __future__ import annotations
 
