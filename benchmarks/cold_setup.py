@@ -14,6 +14,7 @@ On an index-only scale dataset (``python -m benchmarks.run`` generates them unde
 - ``shards per 4096``: distinct shards among each 4,096 consecutive samples worker 0 reads
   (median over the first 64 such runs): how many shards a worker has open at a time.
 
+``--no-floor`` skips the Fisher-Yates floor (minutes at 1B on a busy machine).
 ``--algo index`` times the index-computable shuffle instead of py1e (no Fisher-Yates floor: it
 has none). ``--resume`` times a fresh process that loads a checkpoint at the middle of epoch 0
 and takes the first batch from a ``StreamingDataLoader`` with ``--workers`` workers.
@@ -61,7 +62,7 @@ def _fisher_yates(dataset: object) -> float:
     return time.perf_counter() - begin
 
 
-def child(path: str, algo: str, resume: bool, workers: int) -> dict[str, float]:
+def child(path: str, algo: str, resume: bool, workers: int, floor: bool) -> dict[str, float]:
     from harness import peak_rss_mb
 
     from streaming import StreamingDataLoader, StreamingDataset
@@ -85,7 +86,7 @@ def child(path: str, algo: str, resume: bool, workers: int) -> dict[str, float]:
               'shards': dataset.num_shards}
     if not resume:
         result['shards_per_4096'] = _locality(dataset)
-        if algo != 'index':
+        if algo != 'index' and floor:
             result['fisher_yates_s'] = _fisher_yates(dataset)
     return result
 
@@ -93,8 +94,8 @@ def child(path: str, algo: str, resume: bool, workers: int) -> dict[str, float]:
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == '--child':
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cases'))
-        path, algo, resume, workers = sys.argv[2:]
-        print(json.dumps(child(path, algo, resume == '1', int(workers))))
+        path, algo, resume, workers, floor = sys.argv[2:]
+        print(json.dumps(child(path, algo, resume == '1', int(workers), floor == '1')))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('path', help='an index-only scale dataset written by ours')
@@ -103,11 +104,13 @@ def main() -> None:
     parser.add_argument('--resume', action='store_true',
                         help='time the first batch after resuming at half of epoch 0')
     parser.add_argument('--workers', type=int, default=2)
+    parser.add_argument('--no-floor', action='store_true', help='skip the Fisher-Yates floor')
     args = parser.parse_args()
     runs = []
     for _ in range(args.repeats):
         out = subprocess.run([sys.executable, __file__, '--child', args.path, args.algo,
-                              '1' if args.resume else '0', str(args.workers)], check=True,
+                              '1' if args.resume else '0', str(args.workers),
+                              '0' if args.no_floor else '1'], check=True,
                              capture_output=True, text=True).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))
     what = f'resumed at 50% with {args.workers} workers' if args.resume else 'cold'

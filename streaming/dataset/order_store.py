@@ -46,6 +46,7 @@ from streaming.order.dealing import ArrayDealing, Dealing
 from streaming.order.exact import dealing_of, take_ids
 from streaming.order.indexed import NAME as INDEX_SHUFFLE
 from streaming.order.indexed import IndexOrder
+from streaming.order.memory import release
 from streaming.order.resample import whole_units
 from streaming.order.shuffle import SHUFFLES, BuiltinShuffle, default_shuffle_block_size
 
@@ -330,6 +331,8 @@ class _Computation:
                 part = memoryview(self.ids[done:int(final)]).cast('B')  # type: ignore[misc]
                 _pwrite_all(self.fd, part, HEADER_BYTES + done * itemsize)
                 hasher.update(part)
+                del part
+                release(self.ids, done, int(final))  # Readers map the file: never read again.
                 done = int(final)  # type: ignore[arg-type]
                 progress[0] = done
             _pwrite_all(self.fd, memoryview(pack_header(self.key, self.state.kind,

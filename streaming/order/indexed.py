@@ -26,7 +26,8 @@ from typing import Iterator
 
 import numpy as np
 
-from streaming.order.spans import cut_rows, fresh_array, id_dtype, permute_rows
+from streaming.order.memory import fresh_array
+from streaming.order.spans import cut_rows, id_dtype, permute_rows
 
 __all__ = ['NAME', 'IndexOrder', 'feistel_permute', 'index_steps']
 
