@@ -95,8 +95,11 @@ def _ragged_arange(begin: np.ndarray, length: np.ndarray, dtype: type = np.int64
 
 
 def _scratch_ragged_arange(begin: np.ndarray, length: np.ndarray, dtype: type) -> np.ndarray:
-    """``_ragged_arange`` into a scratch array, a group of spans at a time, each released once
-    written (it is read back, a window at a time, when the row is sorted)."""
+    """``_ragged_arange`` into a scratch array, a group of spans at a time.
+
+    Each group is released once written: it is read back, a window at a time, when the row is
+    sorted.
+    """
     length = np.asarray(length, np.int64)
     ends = np.cumsum(length)
     out = scratch_array(int(ends[-1]) if len(ends) else 0, dtype)
