@@ -10,6 +10,8 @@ On an index-only scale dataset (``python -m benchmarks.run`` generates them unde
 - ``fisher-yates``: only the part of the order that cannot be skipped or split: numpy's
   ``Generator.shuffle`` over every span of the epoch, one span after another, as the reference
   draws them (which sample comes first depends on the generator's state after the last span);
+- ``first sample cpu``: the CPU time (all threads of the process) to the first sample, a
+  measure that a busy machine inflates less than the wall clock;
 - ``peak RSS``: the process's ``VmHWM`` after its first sample;
 - ``shards per 4096``: distinct shards among each 4,096 consecutive samples worker 0 reads
   (median over the first 64 such runs): how many shards a worker has open at a time.
@@ -69,7 +71,7 @@ def child(path: str, algo: str, resume: bool, workers: int, floor: bool) -> dict
     from streaming.dataset.order_store import CACHE_SUBDIR
 
     shutil.rmtree(os.path.join(path, CACHE_SUBDIR), ignore_errors=True)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     dataset = StreamingDataset(local=path, batch_size=256, shuffle=True, shuffle_algo=algo)
     built = time.perf_counter()
     if resume:
@@ -82,6 +84,7 @@ def child(path: str, algo: str, resume: bool, workers: int, floor: bool) -> dict
         next(iter(dataset))
     first = time.perf_counter()
     result = {'init_s': built - start, 'first_sample_s': first - start,
+              'first_sample_cpu_s': time.process_time() - cpu,
               'peak_rss_mb': peak_rss_mb(children=resume), 'samples': dataset.epoch_size,
               'shards': dataset.num_shards}
     if not resume:
@@ -116,7 +119,8 @@ def main() -> None:
     what = f'resumed at 50% with {args.workers} workers' if args.resume else 'cold'
     print(f"{args.algo}, {what}: {runs[0]['samples']:,} samples in {runs[0]['shards']:,} "
           f'shards, medians of {args.repeats} fresh processes:')
-    for key in ('init_s', 'first_sample_s', 'peak_rss_mb', 'shards_per_4096', 'fisher_yates_s'):
+    for key in ('init_s', 'first_sample_s', 'first_sample_cpu_s', 'peak_rss_mb',
+                'shards_per_4096', 'fisher_yates_s'):
         values = [run[key] for run in runs if key in run]
         if values:
             print(f'  {key:16} {statistics.median(values):8.2f}  '

@@ -13,16 +13,13 @@ reference's ``World`` (``streaming.base.world.World``, installed by that module 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from streaming.order import BATCHING_METHODS
 from streaming.order.checks import check_choice
 from streaming.world import World
-
-if TYPE_CHECKING:
-    from streaming.dataset.dataset import StreamingDataset
 
 __all__ = ['BATCHING', 'BuiltinBatching', 'BatchingFn', 'batching_fn', 'is_builtin_batching',
            'set_world_adapter']
@@ -31,7 +28,10 @@ BatchingFn = Callable[[Any, Any, int, int], np.ndarray]
 
 
 class BuiltinBatching:
-    """A built-in method: callable with the reference's signature (the dataset's own order)."""
+    """A built-in method: callable with the reference's signature (the dataset's own order).
+
+    ``dataset`` is a ``StreamingDataset`` (not imported here: it imports this module).
+    """
 
     def __init__(self, method: str) -> None:
         self.method = method
@@ -39,7 +39,7 @@ class BuiltinBatching:
         self.__doc__ = (f"The epoch's ``(nodes, ranks, workers, batches, batch_size)`` sample ids "
                         f'with ``batching_method={method!r}`` (-1: none).')
 
-    def __call__(self, dataset: StreamingDataset, world: Any, epoch: int,
+    def __call__(self, dataset: Any, world: Any, epoch: int,
                  sample_in_epoch: int) -> np.ndarray:
         ours = world.to_world() if hasattr(world, 'to_world') else world
         return dataset._epoch_order(epoch, sample_in_epoch, ours, batching_method=self.method,
