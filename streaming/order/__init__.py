@@ -9,7 +9,7 @@ index-computable ``index``), ``dealing`` (the partition table: positions to devi
 settings' rules) and ``epoch`` (the entry point).
 """
 
-from streaming.order.dealing import PARTITIONS, check_partition, global_batches
+from streaming.order.dealing import PARTITIONS, check_partition, global_batches, register_partition
 from streaming.order.epoch import get_epoch_order
 from streaming.order.exact_batching import BATCHING_METHODS
 from streaming.order.sampling import SAMPLING_METHODS, apply_weights
@@ -28,4 +28,5 @@ from streaming.order.shuffle import (
 __all__ = ['BATCHING_METHODS', 'PARTITIONS', 'SAMPLING_METHODS', 'SHUFFLES', 'ShuffleFn',
            'apply_weights', 'check_partition', 'default_num_canonical_nodes',
            'default_shuffle_block_size', 'get_epoch_order', 'get_shuffle', 'global_batches',
-           'register_shuffle', 'shuffle_names', 'shuffle_traits', 'unregister_shuffle']
+           'register_partition', 'register_shuffle', 'shuffle_names', 'shuffle_traits',
+           'unregister_shuffle']
