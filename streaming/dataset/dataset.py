@@ -375,16 +375,17 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         if not builtin and not is_builtin_batching(method):  # Put in base.batching's table.
             def work() -> np.ndarray:
                 return batching_fn(method)(self, reference_world(world), epoch, sample_in_epoch)
-            return self._shared_order(params, work)
+            return self._shared_order(params, work, 'work')
         if method == 'random':
             ids = self._epoch_ids(params)
             ids.wait(len(ids))
             return dealt_array(ids.ids, exact_dealing(params, len(ids)))
         return self._shared_order(params, lambda: get_epoch_order(**params))
 
-    def _shared_order(self, params: dict[str, Any], compute: Any) -> np.ndarray:
+    def _shared_order(self, params: dict[str, Any], compute: Any,
+                      name: str = 'order') -> np.ndarray:
         key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
-        return shared_epoch_order(self._shared, key, compute)
+        return shared_epoch_order(self._shared, key, compute, name)
 
     def _worker_order(self, epoch: int, sample_in_epoch: int, world: World) -> Sequence[int]:
         """This worker's sample ids for the epoch (-1: padding), as a 1-D sliceable sequence."""
