@@ -9,15 +9,28 @@ On an index-only scale dataset (``python -m benchmarks.run`` generates them unde
   its first final window);
 - ``fisher-yates``: only the part of the order that cannot be skipped or split: numpy's
   ``Generator.shuffle`` over every span of the epoch, one span after another, as the reference
-  draws them (which sample comes first depends on the generator's state after the last span).
+  draws them (which sample comes first depends on the generator's state after the last span);
+- ``first sample cpu``: the CPU time (all threads of the process) to the first sample, a
+  measure that a busy machine inflates less than the wall clock;
+- ``peak RSS``: the process's ``VmHWM`` after its first sample;
+- ``shards per 4096``: distinct shards among each 4,096 consecutive samples worker 0 reads
+  (median over the first 64 such runs): how many shards a worker has open at a time.
+
+``--no-floor`` skips the Fisher-Yates floor (minutes at 1B on a busy machine).
+``--algo index`` times the index-computable shuffle instead of py1e (no Fisher-Yates floor: it
+has none). ``--resume`` times a fresh process that loads a checkpoint at the middle of epoch 0
+and takes the first batch from a ``StreamingDataLoader`` with ``--workers`` workers.
 
     .venv/bin/python benchmarks/cold_setup.py benchmarks/.data/full/ours/scale-100M
+    .venv/bin/python benchmarks/cold_setup.py PATH --algo index
+    .venv/bin/python benchmarks/cold_setup.py PATH --algo index --resume --workers 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -25,50 +38,93 @@ import sys
 import time
 
 
-def child(path: str) -> dict[str, float]:
+def _locality(dataset: object) -> float:
+    """Median distinct shards per 4,096 consecutive samples of worker 0's first 256k."""
     import numpy as np
 
-    from streaming import StreamingDataset
-    from streaming.dataset.cache_dirs import setup_cache_dir
+    world = dataset.world.with_worker()  # type: ignore[attr-defined]
+    order = dataset._worker_order(0, 0, world)  # type: ignore[attr-defined]
+    ids = np.asarray(order[:1 << 18])
+    shards = np.searchsorted(dataset.sample_offset_per_shard, ids[ids >= 0], 'right') - 1
+    runs = shards[:len(shards) // 4096 * 4096].reshape(-1, 4096)
+    return float(np.median([len(np.unique(run)) for run in runs]))
 
-    shutil.rmtree(setup_cache_dir(path), ignore_errors=True)
-    start = time.perf_counter()
-    dataset = StreamingDataset(local=path, batch_size=256, shuffle=True)
-    built = time.perf_counter()
-    next(iter(dataset))
-    first = time.perf_counter()
-    sizes = np.array([shard.samples for shard in dataset.shards], np.int64)
+
+def _fisher_yates(dataset: object) -> float:
+    import numpy as np
+
+    sizes = np.asarray(dataset.samples_per_shard, np.int64)  # type: ignore[attr-defined]
     ids = np.arange(int(sizes.sum()), dtype=np.int32)
-    rng = np.random.default_rng(dataset.shuffle_seed)
+    rng = np.random.default_rng(dataset.shuffle_seed)  # type: ignore[attr-defined]
     begin = time.perf_counter()
     offset = 0
     for size in sizes.tolist():
         rng.shuffle(ids[offset:offset + size])
         offset += size
-    shuffled = time.perf_counter() - begin
-    return {'init_s': built - start, 'first_sample_s': first - start, 'fisher_yates_s': shuffled,
-            'samples': int(sizes.sum()), 'shards': len(sizes)}
+    return time.perf_counter() - begin
+
+
+def child(path: str, algo: str, resume: bool, workers: int, floor: bool) -> dict[str, float]:
+    from harness import peak_rss_mb
+
+    from streaming import StreamingDataLoader, StreamingDataset
+    from streaming.dataset.cache_dirs import setup_cache_dir
+
+    shutil.rmtree(setup_cache_dir(path), ignore_errors=True)
+    start, cpu = time.perf_counter(), time.process_time()
+    dataset = StreamingDataset(local=path, batch_size=256, shuffle=True, shuffle_algo=algo)
+    built = time.perf_counter()
+    if resume:
+        loader = StreamingDataLoader(dataset, batch_size=256, num_workers=workers)
+        loader.load_state_dict({'epoch': 0, 'sample_in_epoch': dataset.epoch_size // 2,
+                                'num_canonical_nodes': 1, 'shuffle_seed': dataset.shuffle_seed,
+                                'initial_physical_nodes': 1})
+        next(iter(loader))
+    else:
+        next(iter(dataset))
+    first = time.perf_counter()
+    result = {'init_s': built - start, 'first_sample_s': first - start,
+              'first_sample_cpu_s': time.process_time() - cpu,
+              'peak_rss_mb': peak_rss_mb(children=resume), 'samples': dataset.epoch_size,
+              'shards': dataset.num_shards}
+    if not resume:
+        result['shards_per_4096'] = _locality(dataset)
+        if algo != 'index' and floor:
+            result['fisher_yates_s'] = _fisher_yates(dataset)
+    return result
 
 
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == '--child':
-        print(json.dumps(child(sys.argv[2])))
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cases'))
+        path, algo, resume, workers, floor = sys.argv[2:]
+        print(json.dumps(child(path, algo, resume == '1', int(workers), floor == '1')))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('path', help='an index-only scale dataset written by ours')
     parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--algo', default='py1e')
+    parser.add_argument('--resume', action='store_true',
+                        help='time the first batch after resuming at half of epoch 0')
+    parser.add_argument('--workers', type=int, default=2)
+    parser.add_argument('--no-floor', action='store_true', help='skip the Fisher-Yates floor')
     args = parser.parse_args()
     runs = []
     for _ in range(args.repeats):
-        out = subprocess.run([sys.executable, __file__, '--child', args.path], check=True,
+        out = subprocess.run([sys.executable, __file__, '--child', args.path, args.algo,
+                              '1' if args.resume else '0', str(args.workers),
+                              '0' if args.no_floor else '1'], check=True,
                              capture_output=True, text=True).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))
-    print(f"{runs[0]['samples']:,} samples in {runs[0]['shards']:,} shards, medians of "
-          f'{args.repeats} fresh processes:')
-    for key in ('init_s', 'first_sample_s', 'fisher_yates_s'):
-        values = [run[key] for run in runs]
-        print(f'  {key:15} {statistics.median(values):6.2f} s  '
-              f'({min(values):.2f}-{max(values):.2f})')
+    what = f'resumed at 50% with {args.workers} workers' if args.resume else 'cold'
+    print(f"{args.algo}, {what}: {runs[0]['samples']:,} samples in {runs[0]['shards']:,} "
+          f'shards, medians of {args.repeats} fresh processes:')
+    for key in ('init_s', 'first_sample_s', 'first_sample_cpu_s', 'peak_rss_mb',
+                'shards_per_4096', 'fisher_yates_s'):
+        values = [run[key] for run in runs if key in run]
+        if values:
+            print(f'  {key:16} {statistics.median(values):8.2f}  '
+                  f'({min(values):.2f}-{max(values):.2f})')
 
 
 if __name__ == '__main__':

@@ -34,7 +34,7 @@ from harness import peak_rss_mb  # noqa: E402  (stdlib only; shared with the cas
 REFERENCE_PYTHONS = ('~/.cache/shardflow/reference-0.13.0/bin/python',
                      '~/.cache/oracle-probe/bin/python')
 SEED, EPOCH, BATCH = 9176, 0, 32
-QUALITY_ALGOS = ('py1e', 'py1br', 'py1b', 'py1s', 'py2s', 'naive')
+QUALITY_ALGOS = ('py1e', 'index', 'py1br', 'py1b', 'py1s', 'py2s', 'naive')
 
 
 def _shard_sizes(samples: int, shards: int) -> np.ndarray:
@@ -177,8 +177,9 @@ def quality_table(reference: str | None) -> None:
         for algo in QUALITY_ALGOS:
             runs = [('ours', sys.executable)] + ([('reference', reference)] if reference else [])
             for which, python in runs:
-                if which == 'reference' and algo == 'py1b':
-                    print(f'| {algo} | {canonical} | reference | removed in 0.11 | | |')
+                if which == 'reference' and algo in ('py1b', 'index'):
+                    why = 'removed in 0.11' if algo == 'py1b' else 'ours only'
+                    print(f'| {algo} | {canonical} | reference | {why} | | |')
                     continue
                 command = [python, os.path.abspath(__file__), '--quality-child', which, algo,
                            str(canonical)]

@@ -3,9 +3,10 @@
 ``DatasetConfig`` is frozen: the rest of the package reads its settings from it and nothing
 writes them back. The three values a checkpoint carries and resumption adopts (the canonical
 node count, the seed, the node count of the first run) change during a run, so they live apart,
-in ``ResumableLayout``. Choices come from the tables of ``streaming.order`` (the shuffle choices
-from its registry), and integer rules from ``streaming.order.checks``, so the dataset and
-``get_epoch_order`` accept and refuse the same values.
+in ``ResumableLayout``. Choices come from the live tables (``streaming.order``'s shuffles and
+partitions, ``dataset.work``'s batching methods), and integer rules from
+``streaming.order.checks``, so the dataset and ``get_epoch_order`` accept and refuse the same
+values.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from typing import Any
 
 from streaming.dataset.epochs import ResumeRecord
 from streaming.dataset.stream import check_download_settings
+from streaming.dataset.work import batching_fn
 from streaming.order import (
-    BATCHING_METHODS,
-    PARTITION_ALGOS,
+    PARTITIONS,
     SAMPLING_METHODS,
     default_num_canonical_nodes,
     default_shuffle_block_size,
     get_shuffle,
+    shuffle_traits,
 )
 from streaming.order.checks import check_choice, check_int
 from streaming.util import bytes_to_int, number_abbrev_to_int, parse_quantity
@@ -92,9 +94,11 @@ class DatasetConfig:
                             f'{sorted(arguments)}')
         a = dict(arguments)
         check_choice('sampling_method', a['sampling_method'], SAMPLING_METHODS)
-        check_choice('partition_algo', a['partition_algo'], PARTITION_ALGOS)
-        check_choice('batching_method', a['batching_method'], BATCHING_METHODS)
-        get_shuffle(a['shuffle_algo'])  # Raises for an unregistered name.
+        # The three tables are read now, as the reference reads them: a name registered in
+        # streaming.base.{partition,batching,shuffle} before the dataset is made is accepted.
+        check_choice('partition_algo', a['partition_algo'], tuple(PARTITIONS))
+        batching_fn(a['batching_method'])  # Raises for an unregistered name.
+        get_shuffle(a['shuffle_algo'])
         for name in ('sampling_granularity', 'num_canonical_nodes', 'batch_size',
                      'shuffle_block_size', 'replication'):
             if a[name] is not None or name == 'sampling_granularity':
@@ -133,7 +137,7 @@ class DatasetConfig:
     @property
     def block_size_matters(self) -> bool:
         """Whether the epoch is shuffled by an algorithm that uses ``shuffle_block_size``."""
-        return self.shuffle and get_shuffle(self.shuffle_algo).uses_block_size
+        return self.shuffle and shuffle_traits(self.shuffle_algo).uses_block_size
 
     def block_size(self, num_canonical_nodes: int, cap: int | None = None) -> int:
         """The shuffle block size in effect: the given one or the default, within ``cap``."""

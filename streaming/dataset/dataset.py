@@ -31,17 +31,19 @@ from streaming.dataset.order_store import (
     WorkerOrder,
     exact_dealing,
     ids_inputs,
-    is_exact_random,
+    lazy_index_ids,
     order_cache_enabled,
     shared_epoch_ids,
 )
 from streaming.dataset.prefetch import NodePrefetch, prefetch_arrays
 from streaming.dataset.stream import Stream, streams_registry
+from streaming.dataset.work import batching_fn, is_builtin_batching, reference_world
 from streaming.errors import EmptyIndexError
 from streaming.indexing import IndexingMixin
-from streaming.order import get_epoch_order, get_shuffle
+from streaming.order import get_epoch_order
 from streaming.order.exact import dealt_array, epoch_id_steps
-from streaming.order.sampling import draw_shards
+from streaming.order.resample import resample
+from streaming.order.shuffle import BuiltinShuffle, get_shuffle, shuffle_entry
 from streaming.telemetry import WorkerClock
 from streaming.world import World
 
@@ -133,7 +135,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
                                          self.config.shuffle_seed)
         # Held so that a DataLoader worker started by spawn, unpickling this dataset, has the
         # shuffle registered even if only the parent process registered it.
-        self._shuffle_algo = get_shuffle(self.config.shuffle_algo)
+        self._shuffle_algo = shuffle_entry(self.config.shuffle_algo)
         self.streams = _build_streams(streams, remote, local, split, stream_name, stream_config)
         for stream in self.streams:  # The reference's name: subclasses overriding it still work.
             stream.apply_default({'split': split, **self.config.stream_defaults()})
@@ -336,28 +338,13 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         are those units' samples, unit after unit.
         """
         config = self.config
-        draw = draw_shards(self.samples_per_shard, self.stream_per_shard, self.stream_choose,
-                           seed=self.resumable.shuffle_seed, epoch=epoch,
-                           sampling_method=config.sampling_method,
-                           sampling_granularity=config.sampling_granularity)
-        wanted = range(self.num_streams) if stream_id is None else [stream_id]
-        units: list[int] = []
-        ids: list[np.ndarray] = []
-        for sid in wanted:
-            begin = int(self.shard_offset_per_stream[sid])
-            for shard in range(begin, begin + int(self.shards_per_stream[sid])):
-                size, base = int(self.samples_per_shard[shard]), \
-                    int(self.sample_offset_per_shard[shard])
-                copies, extra = int(draw.copies[shard]), int(draw.remainder[shard])
-                units += [size] * copies
-                ids += [base + np.arange(size)] * copies
-                if extra:
-                    first = int(draw.subset_starts[shard])
-                    units.append(extra)
-                    ids.append(base + np.sort(draw.subset_offsets[first:first + extra]
-                                              .astype(np.int64)))
-        return (np.array(units, np.int64),
-                np.concatenate(ids).astype(np.int64) if ids else np.zeros(0, np.int64))
+        drawn = resample(self.samples_per_shard, self.stream_per_shard, self.stream_choose,
+                         seed=self.resumable.shuffle_seed, epoch=epoch,
+                         sampling_method=config.sampling_method,
+                         sampling_granularity=config.sampling_granularity, shuffle=config.shuffle,
+                         streams=None if stream_id is None else [stream_id])
+        ids = drawn.small if drawn.small is not None else np.arange(drawn.num_samples)
+        return drawn.unit_sizes.astype(np.int64), np.asarray(ids, np.int64)
 
     def on_exception(self, future: Future) -> None:
         """Re-raise the exception of a finished background task, if it failed.
@@ -416,33 +403,50 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             initial_physical_nodes=self.resumable.initial_physical_nodes,
             stream_proportions=self._stream_proportions)
 
-    def _epoch_order(self, epoch: int, sample_in_epoch: int, world: World) -> np.ndarray:
-        """The whole ``(nodes, ranks, workers, batches, batch)`` array of sample ids."""
+    def _epoch_order(self, epoch: int, sample_in_epoch: int, world: World,
+                     batching_method: str | None = None, builtin: bool = False) -> np.ndarray:
+        """The whole ``(nodes, ranks, workers, batches, batch)`` array of sample ids.
+
+        ``builtin``: the method built in under that name, even if the table now holds another.
+        """
         params = self._order_params(epoch, sample_in_epoch, world)
-        if is_exact_random(params):
+        method = params['batching_method'] = batching_method or params['batching_method']
+        if not builtin and not is_builtin_batching(method):  # Put in base.batching's table.
+            def work() -> np.ndarray:
+                return batching_fn(method)(self, reference_world(world), epoch, sample_in_epoch)
+            return self._shared_order(params, work, 'work')
+        if method == 'random':
             ids = self._epoch_ids(params)
             ids.wait(len(ids))
             return dealt_array(ids.ids, exact_dealing(params, len(ids)))
+        return self._shared_order(params, lambda: get_epoch_order(**params))
+
+    def _shared_order(self, params: dict[str, Any], compute: Any,
+                      name: str = 'order') -> np.ndarray:
         key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
-        return shared_epoch_order(self._shared, key, lambda: get_epoch_order(**params))
+        return shared_epoch_order(self._shared, key, compute, name)
 
     def _worker_order(self, epoch: int, sample_in_epoch: int, world: World) -> Sequence[int]:
         """This worker's sample ids for the epoch (-1: padding), as a 1-D sliceable sequence."""
         params = self._order_params(epoch, sample_in_epoch, world)
         rank = world.local_rank // (self.config.replication or 1)
-        if is_exact_random(params):
+        if params['batching_method'] == 'random' and is_builtin_batching('random'):
             ids = self._epoch_ids(params)
             return WorkerOrder(ids, exact_dealing(params, len(ids)), world.node, rank,
                                world.worker)
-        key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
-        order = shared_epoch_order(self._shared, key, lambda: get_epoch_order(**params))
+        order = self._epoch_order(epoch, sample_in_epoch, world)
         return order[world.node, rank, world.worker].reshape(-1)
 
     def _epoch_ids(self, params: dict[str, Any]) -> EpochIds:
         """The sample id at each position of the epoch, shared by the node (see order_store)."""
         inputs = ids_inputs(params)
+        lazy = lazy_index_ids(inputs)
+        if lazy is not None:  # The ``index`` shuffle: every position computed when read.
+            return lazy
         cache_dir = None
-        if order_cache_enabled() and self.config.cache_limit is None:
+        # A registered shuffle may change under the same name: kept for this job only.
+        builtin = isinstance(get_shuffle(params['shuffle_algo']), BuiltinShuffle)
+        if order_cache_enabled() and self.config.cache_limit is None and builtin:
             try:
                 cache_dir = setup_cache_dir(self.streams[0].local_dir)
             except OSError:

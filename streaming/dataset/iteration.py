@@ -19,21 +19,23 @@ __all__ = ['shared_epoch_order', 'iterate_samples', 'shard_chunks']
 
 
 def shared_epoch_order(shared: SharedDir, params: dict[str, Any],
-                       compute: Callable[[], np.ndarray]) -> np.ndarray:
+                       compute: Callable[[], np.ndarray], name: str = 'order') -> np.ndarray:
     """The epoch's sample order, computed once per node and memory-mapped by everyone else.
 
     The first process to ask computes it and publishes it as a file named by a hash of
-    ``params``; the others block on a lock meanwhile, then map that file read-only.
+    ``params``; the others block on a lock meanwhile, then map that file read-only. ``name``
+    names the lock and the files: a registered batching method's order (``work``) is computed
+    under a lock of its own, since it may ask for a built-in order (under ``order``) inside.
     """
     key = hashlib.sha1(repr(sorted(params.items())).encode()).hexdigest()[:20]
-    path = shared.file_path(f'order-{key}.npy')
+    path = shared.file_path(f'{name}-{key}.npy')
     if not os.path.exists(path):
-        with shared.lock('order'):
+        with shared.lock(name):
             if not os.path.exists(path):
                 order = compute()
                 with atomic_open(path) as file:
                     np.save(file, order)
-                for old in glob.glob(shared.file_path('order-*.npy')):
+                for old in glob.glob(shared.file_path(f'{name}-*.npy')):
                     if old != path:  # Maps of old orders stay valid after the unlink.
                         os.remove(old)
     return np.load(path, mmap_mode='r')

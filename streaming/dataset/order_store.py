@@ -1,8 +1,11 @@
 """The epoch's sample ids: computed once per node, kept on disk, read per worker in slices.
 
-With ``random`` batching and one of the reference's shuffles, the epoch order is the sample id
-at each position of the epoch (``order.exact.epoch_sample_ids``: the expensive part) dealt to
-devices by index arithmetic (``order.dealing``: cheap, per slot). The first process of the node
+With ``random`` batching, the epoch order is the sample id at each position of the epoch
+(``order.exact.epoch_sample_ids``: the expensive part) dealt to devices by index arithmetic
+(``order.dealing``: cheap, per slot). With the ``index`` shuffle and whole-stream draws, the
+ids need no file at all: each is computed when a worker reads it (``IndexIds``).
+
+The first process of the node
 to need the ids computes them and publishes them as a checked file (``checked_file``); every
 process then memory-maps that file and each worker computes only its own slots, a chunk at a
 time (``WorkerOrder``), so nothing epoch-sized is built per process.
@@ -39,13 +42,16 @@ import xxhash
 from streaming.coord import SharedDir
 from streaming.dataset.checked_file import HEADER_BYTES, digest, pack_header, verify_checked
 from streaming.fileio import TEMP_SUFFIX, atomic_write, create_temp, publish, remove_quietly
-from streaming.order.dealing import Dealing
+from streaming.order.dealing import ArrayDealing, Dealing
 from streaming.order.exact import dealing_of, take_ids
-from streaming.order.shuffle import default_shuffle_block_size
-from streaming.order.spans import EXACT_SHUFFLE_ALGOS
+from streaming.order.indexed import NAME as INDEX_SHUFFLE
+from streaming.order.indexed import IndexOrder
+from streaming.order.memory import release
+from streaming.order.resample import whole_units
+from streaming.order.shuffle import SHUFFLES, BuiltinShuffle, default_shuffle_block_size
 
-__all__ = ['EpochIds', 'WorkerOrder', 'exact_dealing', 'ids_inputs',
-           'is_exact_random', 'order_cache_enabled', 'shared_epoch_ids', 'wait_for_background']
+__all__ = ['EpochIds', 'IndexIds', 'WorkerOrder', 'exact_dealing', 'ids_inputs',
+           'lazy_index_ids', 'order_cache_enabled', 'shared_epoch_ids', 'wait_for_background']
 
 _KEEP = 3  # Cached epoch orders kept per directory (the newest).
 _VERSION = 1  # Bump when the ids an input gives change.
@@ -57,11 +63,6 @@ _IDS_INPUTS = ('shard_sizes', 'shard_streams', 'stream_choose', 'epoch', 'seed',
                'sampling_granularity')
 
 
-def is_exact_random(params: dict[str, Any]) -> bool:
-    """Whether ``get_epoch_order(**params)`` is the reference's exact ``random`` order."""
-    return params['batching_method'] == 'random' and params['shuffle_algo'] in EXACT_SHUFFLE_ALGOS
-
-
 def ids_inputs(params: dict[str, Any]) -> dict[str, Any]:
     """The arguments of ``epoch_sample_ids`` among ``get_epoch_order``'s ``params``."""
     inputs = {name: params[name] for name in _IDS_INPUTS}
@@ -70,7 +71,39 @@ def ids_inputs(params: dict[str, Any]) -> dict[str, Any]:
     return inputs
 
 
-def exact_dealing(params: dict[str, Any], num_samples: int) -> Dealing:
+class IndexIds:
+    """The ``index`` shuffle's sample ids, computed as they are read: nothing epoch-sized.
+
+    Stands where an ``EpochIds`` would (``ids[positions]``, ``wait``, ``len``).
+    """
+
+    def __init__(self, order: IndexOrder) -> None:
+        self.ids = order
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def wait(self, count: int) -> None:
+        """Every id is ready: nothing to wait for."""
+
+
+def lazy_index_ids(inputs: dict[str, Any]) -> IndexIds | None:
+    """``IndexIds`` for ``ids_inputs`` that shuffle with ``index`` and draw streams whole.
+
+    None otherwise: a partial draw is the reference's, which costs O(samples).
+    """
+    fn = SHUFFLES.get(inputs['shuffle_algo'])
+    if not inputs['shuffle'] or not isinstance(fn, BuiltinShuffle) or fn.algo != INDEX_SHUFFLE:
+        return None
+    units = whole_units(inputs['shard_sizes'], inputs['shard_streams'], inputs['stream_choose'])
+    if units is None:
+        return None
+    sizes, first_ids = units
+    return IndexIds(IndexOrder(sizes, inputs['num_canonical_nodes'], inputs['seed'],
+                               inputs['epoch'], inputs['block_size'], unit_values=first_ids))
+
+
+def exact_dealing(params: dict[str, Any], num_samples: int) -> Dealing | ArrayDealing:
     """Which epoch position each slot reads, for ``get_epoch_order``'s ``params``."""
     return dealing_of(num_samples,
                       partition_algo=params['partition_algo'],
@@ -297,6 +330,8 @@ class _Computation:
                 part = memoryview(self.ids[done:int(final)]).cast('B')  # type: ignore[misc]
                 _pwrite_all(self.fd, part, HEADER_BYTES + done * itemsize)
                 hasher.update(part)
+                del part
+                release(self.ids, done, int(final))  # Readers map the file: never read again.
                 done = int(final)  # type: ignore[arg-type]
                 progress[0] = done
             _pwrite_all(self.fd, memoryview(pack_header(self.key, self.state.kind,
@@ -364,8 +399,8 @@ class WorkerOrder:
     Behaves as the 1-D array ``order[node, rank, worker].reshape(-1)`` for ``len`` and slices.
     """
 
-    def __init__(self, ids: EpochIds, dealing: Dealing, node: int, rank: int,
-                 worker: int) -> None:
+    def __init__(self, ids: EpochIds | IndexIds, dealing: Dealing | ArrayDealing, node: int,
+                 rank: int, worker: int) -> None:
         self.ids, self.dealing = ids, dealing
         self.node, self.rank, self.worker = node, rank, worker
 

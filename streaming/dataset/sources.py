@@ -20,6 +20,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.stream import Stream, _join, default_local, streams_registry
 from streaming.errors import IndexFileError, SourceFileError
 from streaming.fileio import atomic_write
@@ -214,7 +215,7 @@ class SourceStream(Stream):
         return _join(self.remote, self.split)  # type: ignore[arg-type]
 
     def _cached_sidecar(self, source: SourceFormat) -> str:
-        return os.path.join(self.local_dir, '.shardflow', sidecar_name(source))
+        return os.path.join(setup_cache_dir(self.local_dir), sidecar_name(source))
 
     def refresh_sidecar(self) -> dict[str, Any]:
         """List the files, re-index the changed ones, save the sidecar; returns it."""

@@ -22,11 +22,16 @@ unless the whole array is asked for (``deal_positions``).
 
 from __future__ import annotations
 
+import threading
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ['Dealing', 'deal_positions']
+from streaming.order.checks import check_choice
+
+__all__ = ['BuiltinPartition', 'Dealing', 'PARTITIONS', 'PartitionFn', 'check_partition',
+           'deal_positions', 'dealing_for', 'global_batches', 'register_partition']
 
 _CHUNK = 1 << 22  # Slots computed at a time when a whole array is built.
 
@@ -202,11 +207,131 @@ class Dealing:
         return out
 
 
+class ArrayDealing:
+    """A dealing given whole, as a registered partition function returns it."""
+
+    def __init__(self, name: str, positions: np.ndarray, workers: int) -> None:
+        array = np.asarray(positions)
+        if array.ndim != 5 or array.shape[2] != workers or \
+                (array.size and not np.issubdtype(array.dtype, np.integer)):
+            raise ValueError(f'partition_algo={name!r} returned an array of shape '
+                             f'{array.shape} ({array.dtype}); a partition must return integer '
+                             f'positions (nodes, ranks, {workers} workers, batches, batch size)')
+        self.array = array.astype(np.int64, copy=False)
+        self.shape: tuple[int, ...] = self.array.shape
+
+    @property
+    def slots_per_worker(self) -> int:
+        return self.shape[3] * self.shape[4]
+
+    def positions(self, node: int, rank: int, worker: int, start: int = 0,
+                  stop: int | None = None) -> np.ndarray:
+        return self.array[node, rank, worker].reshape(-1)[start:stop].copy()
+
+    def full(self) -> np.ndarray:
+        return self.array
+
+
+# (num_samples, num_canonical_nodes, num_physical_nodes, ranks_per_node, workers_per_rank,
+#  batch_size, drop_first, initial_physical_nodes) -> positions (nodes, ranks, workers, B, batch).
+PartitionFn = Callable[..., np.ndarray]
+
+
+class BuiltinPartition:
+    """``orig`` or ``relaxed``: callable with the reference's signature.
+
+    The engine uses ``Dealing`` (per-slot index arithmetic) for them instead of calling them.
+    """
+
+    def __init__(self, algo: str) -> None:
+        self.algo = algo
+        self.__name__ = self.__qualname__ = f'get_partitions_{algo}'
+
+    def __call__(self, num_samples: int, num_canonical_nodes: int, num_physical_nodes: int,
+                 ranks_per_node: int, workers_per_rank: int, batch_size: int,
+                 drop_first: int = 0, initial_physical_nodes: int | None = None) -> np.ndarray:
+        if num_samples <= drop_first:
+            raise ValueError(f'drop_first ({drop_first}) must be less than num_samples '
+                             f'({num_samples}).')
+        return Dealing(self.algo, num_samples, num_canonical_nodes, num_physical_nodes,
+                       ranks_per_node, workers_per_rank, batch_size, drop_first,
+                       initial_physical_nodes).full()
+
+    def __reduce__(self) -> tuple:
+        return BuiltinPartition, (self.algo,)
+
+
+BUILTIN_PARTITIONS = ('orig', 'relaxed')
+# The partition table; ``streaming.base.partition.algos`` is this dict object.
+PARTITIONS: dict[str, PartitionFn] = {name: BuiltinPartition(name) for name in BUILTIN_PARTITIONS}
+_lock = threading.Lock()
+
+
+def register_partition(name: str, fn: PartitionFn) -> PartitionFn:
+    """Make ``partition_algo=name`` use ``fn`` (the same as ``streaming.base.partition.algos``)."""
+    if name in BUILTIN_PARTITIONS:
+        raise ValueError(f'register_partition: {name!r} is built in and cannot be replaced')
+    with _lock:
+        PARTITIONS[name] = fn
+    return fn
+
+
+def check_partition(*, partition_algo: str, num_canonical_nodes: int, num_physical_nodes: int,
+                    initial_physical_nodes: int | None = None) -> None:
+    """Raise ValueError unless ``partition_algo`` is registered and the node counts fit it.
+
+    The built-ins need one of the canonical and physical node counts to divide the other, so
+    that each physical node reads whole canonical nodes; ``relaxed`` also accepts any node count
+    when resuming a run that started on ``initial_physical_nodes`` nodes (same global batches,
+    less download locality). A registered partition is left to decide for itself.
+    """
+    check_choice('partition_algo', partition_algo, tuple(PARTITIONS))
+    if not isinstance(PARTITIONS[partition_algo], BuiltinPartition):
+        return
+    canonical, physical = num_canonical_nodes, num_physical_nodes
+    if canonical % physical == 0 or physical % canonical == 0:
+        return
+    if PARTITIONS[partition_algo].algo == 'relaxed' and initial_physical_nodes is not None:
+        return
+    raise ValueError(
+        f'num_canonical_nodes ({canonical}) and num_physical_nodes ({physical}) must divide one '
+        f'another (e.g. num_canonical_nodes = a multiple of {physical}); otherwise every node '
+        'would download every shard. Pass num_canonical_nodes explicitly, or resume with '
+        "partition_algo='relaxed' and the first run's initial_physical_nodes.")
+
+
+def dealing_for(partition_algo: str, num_samples: int, num_canonical_nodes: int,
+                num_physical_nodes: int, ranks_per_node: int, workers_per_rank: int,
+                batch_size: int, drop_first: int = 0,
+                initial_physical_nodes: int | None = None) -> Dealing | ArrayDealing:
+    """Which epoch position each slot reads, by the partition registered as ``partition_algo``."""
+    check_choice('partition_algo', partition_algo, tuple(PARTITIONS))
+    fn = PARTITIONS[partition_algo]
+    if isinstance(fn, BuiltinPartition):
+        return Dealing(fn.algo, num_samples, num_canonical_nodes, num_physical_nodes,
+                       ranks_per_node, workers_per_rank, batch_size, drop_first,
+                       initial_physical_nodes)
+    return ArrayDealing(partition_algo, fn(num_samples, num_canonical_nodes, num_physical_nodes,
+                                           ranks_per_node, workers_per_rank, batch_size,
+                                           drop_first, initial_physical_nodes),
+                        max(workers_per_rank, 1))
+
+
 def deal_positions(partition_algo: str, num_samples: int, num_canonical_nodes: int,
                    num_physical_nodes: int, ranks_per_node: int, workers_per_rank: int,
                    batch_size: int, drop_first: int = 0,
                    initial_physical_nodes: int | None = None) -> np.ndarray:
     """Positions ``(nodes, ranks, workers, batches per worker, batch)``, -1 for none."""
-    return Dealing(partition_algo, num_samples, num_canonical_nodes, num_physical_nodes,
-                   ranks_per_node, workers_per_rank, batch_size, drop_first,
-                   initial_physical_nodes).full()
+    return dealing_for(partition_algo, num_samples, num_canonical_nodes, num_physical_nodes,
+                       ranks_per_node, workers_per_rank, batch_size, drop_first,
+                       initial_physical_nodes).full()
+
+
+def global_batches(order: np.ndarray) -> list[np.ndarray]:
+    """The samples of each global batch of an epoch order (-1 dropped), in dealing order."""
+    nodes, ranks, workers, per_worker, batch = order.shape
+    by_batch = order.transpose(3, 2, 0, 1, 4).reshape(per_worker * workers, nodes * ranks * batch)
+    batches = [row[row >= 0] for row in by_batch]
+    while batches and not len(batches[-1]):
+        batches.pop()
+    return batches

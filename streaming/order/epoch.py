@@ -1,35 +1,24 @@
 """One epoch's sample order for every node, rank, worker and batch: the single entry point.
 
-``get_epoch_order`` is a pure function of arrays and settings. With a built-in shuffle (or none)
-it is the reference's order, sample for sample, for every batching method: ``exact`` (random
-batching) and ``exact_batching`` (stratified, per_stream, device_per_stream). A shuffle
-registered under a new name takes our layout instead: it draws each shard's samples
-(``sampling``), deals them to canonical nodes and shuffles each node's row (``layout``, with the
-registered ``shuffle``), turns the rows into one epoch stream (``batching``) and deals that
-stream to devices (``partition``).
+``get_epoch_order`` is a pure function of arrays and settings, and there is one way it is made:
+the epoch's draw from every shard (``resample``) gives *shuffle units*; the shuffle registered
+under ``shuffle_algo`` (``shuffle``: the reference's six, ``index``, or one of yours) permutes
+their positions; the partition registered under ``partition_algo`` (``dealing``) deals positions
+to nodes, ranks, workers and batches. ``random`` batching is that composition (``exact``); the
+other methods combine it stream by stream (``exact_batching``). With the reference's shuffles
+and partitions it is the reference's order, sample for sample.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from streaming.order.batching import (
-    BATCHING_METHODS,
-    EpochStream,
-    device_per_stream_batching,
-    per_stream_batching,
-    random_batching,
-    stratified_batching,
-    stratified_counts,
-)
 from streaming.order.checks import check_choice, check_int
+from streaming.order.dealing import check_partition
 from streaming.order.exact import random_order
-from streaming.order.exact_batching import StreamRun, exact_stream_batching
-from streaming.order.layout import Layout, canonical_layout
-from streaming.order.partition import check_partition, deal_to_devices
-from streaming.order.sampling import SAMPLING_METHODS, draw_shards
+from streaming.order.exact_batching import BATCHING_METHODS, StreamRun, exact_stream_batching
+from streaming.order.sampling import SAMPLING_METHODS
 from streaming.order.shuffle import default_shuffle_block_size, get_shuffle
-from streaming.order.spans import EXACT_SHUFFLE_ALGOS
 
 __all__ = ['get_epoch_order']
 
@@ -75,11 +64,13 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
         seed: the run's seed; the same (seed, epoch) always gives the same order.
         shuffle: whether to shuffle (else units are read in dataset order).
         shuffle_algo: a registered shuffle: ``naive``, ``py1b``, ``py1br``, ``py1e``, ``py1s``,
-            ``py2s`` or one added with ``register_shuffle`` (see ``streaming.order.shuffle``).
+            ``py2s``, ``index`` or one added with ``register_shuffle`` (or put in
+            ``streaming.base.shuffle.algos``; see ``streaming.order.shuffle``).
         shuffle_block_size: window of the block shuffles; default
             ``max(4_000_000 // num_canonical_nodes, 1 << 18)``.
         num_canonical_nodes: the run's fixed node count that the order is built for.
-        partition_algo: ``orig`` or ``relaxed`` (see ``partition.check_partition``).
+        partition_algo: ``orig``, ``relaxed`` or one put in ``streaming.base.partition.algos``
+            (see ``dealing.check_partition``).
         num_physical_nodes: nodes of this run.
         ranks_per_node: devices per node.
         workers_per_rank: dataloader workers per device (0, loading in the main process, counts
@@ -130,57 +121,17 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
                     initial_physical_nodes=initial_physical_nodes)
     proportions = _proportions(stream_proportions, choose)
     block_size = shuffle_block_size or default_shuffle_block_size(num_canonical_nodes)
-    exact = not shuffle or shuffle_algo in EXACT_SHUFFLE_ALGOS
-    if exact and batching_method != 'random':
+    if batching_method != 'random':
         run = StreamRun(sizes, streams, choose, proportions, epoch, seed, shuffle, shuffle_algo,
                         block_size, num_canonical_nodes, partition_algo, initial_physical_nodes,
                         ranks_per_node, workers_per_rank, sampling_method, sampling_granularity)
         return exact_stream_batching(batching_method, run, num_physical_nodes=num_physical_nodes,
                                      batch_size=batch_size, sample_in_epoch=sample_in_epoch)
-    if exact:
-        return random_order(
-            shard_sizes=sizes, shard_streams=streams, stream_choose=choose, epoch=epoch,
-            seed=seed, shuffle=shuffle, shuffle_algo=shuffle_algo, block_size=block_size,
-            num_canonical_nodes=num_canonical_nodes, partition_algo=partition_algo,
-            num_physical_nodes=num_physical_nodes, ranks_per_node=ranks_per_node,
-            workers_per_rank=workers_per_rank, batch_size=batch_size,
-            sampling_method=sampling_method, sampling_granularity=sampling_granularity,
-            sample_in_epoch=sample_in_epoch, initial_physical_nodes=initial_physical_nodes)
-    draw = draw_shards(sizes, streams, choose, seed=seed, epoch=epoch,
-                       sampling_method=sampling_method,
-                       sampling_granularity=sampling_granularity)
-    num_devices = num_physical_nodes * ranks_per_node
-    global_batch = num_devices * batch_size
-
-    def layout_of(shards: np.ndarray, tag: int, block: int) -> Layout:
-        return canonical_layout(draw, shards, num_canonical_nodes=num_canonical_nodes,
-                                shuffle=shuffle, shuffle_algo=shuffle_algo, block_size=block,
-                                seed=seed, epoch=epoch, layout_tag=tag)
-
-    def per_stream_layouts(blocks: list[int]) -> list[Layout]:
-        return [layout_of(np.flatnonzero(streams == k), k + 1, blocks[k])
-                for k in range(len(choose))]
-
-    stream: EpochStream
-    if batching_method == 'random':
-        stream = random_batching(layout_of(np.arange(len(sizes)), 0, block_size), sample_in_epoch)
-    elif batching_method == 'stratified':
-        counts = stratified_counts(proportions, global_batch)
-        blocks = [max(1, int(block_size * share)) for share in proportions.tolist()]
-        stream = stratified_batching(per_stream_layouts(blocks), counts, global_batch,
-                                     sample_in_epoch)
-    elif batching_method == 'per_stream':
-        stream = per_stream_batching(per_stream_layouts([block_size] * len(choose)),
-                                     global_batch, shuffle=shuffle, seed=seed, epoch=epoch,
-                                     sample_in_epoch=sample_in_epoch)
-    else:
-        stream = device_per_stream_batching(
-            per_stream_layouts([block_size] * len(choose)),
-            num_canonical_nodes=num_canonical_nodes, batch_size=batch_size,
-            num_devices=num_devices, shuffle=shuffle, seed=seed, epoch=epoch,
-            sample_in_epoch=sample_in_epoch)
-    per_batch = 1 if stream.atom_width > 1 else batch_size
-    return deal_to_devices(stream.read, stream.length, start=stream.start,
-                           num_physical_nodes=num_physical_nodes, ranks_per_node=ranks_per_node,
-                           workers_per_rank=workers_per_rank, batch_size=per_batch,
-                           atom_width=stream.atom_width)
+    return random_order(
+        shard_sizes=sizes, shard_streams=streams, stream_choose=choose, epoch=epoch,
+        seed=seed, shuffle=shuffle, shuffle_algo=shuffle_algo, block_size=block_size,
+        num_canonical_nodes=num_canonical_nodes, partition_algo=partition_algo,
+        num_physical_nodes=num_physical_nodes, ranks_per_node=ranks_per_node,
+        workers_per_rank=workers_per_rank, batch_size=batch_size,
+        sampling_method=sampling_method, sampling_granularity=sampling_granularity,
+        sample_in_epoch=sample_in_epoch, initial_physical_nodes=initial_physical_nodes)

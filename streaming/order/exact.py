@@ -17,9 +17,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from streaming.order.dealing import Dealing, deal_positions
+from streaming.order.dealing import ArrayDealing, Dealing, deal_positions, dealing_for
 from streaming.order.resample import Resampled, resample
-from streaming.order.spans import shuffle_positions, shuffle_steps
+from streaming.order.shuffle import shuffle_positions, shuffle_steps
 
 __all__ = ['deal_ids', 'dealing_of', 'dealt_array', 'dealt_ids', 'epoch_id_steps',
            'epoch_sample_ids', 'random_order', 'take_ids']
@@ -88,14 +88,14 @@ def epoch_id_steps(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
 def dealing_of(num_samples: int, *, partition_algo: str, num_canonical_nodes: int,
                num_physical_nodes: int, ranks_per_node: int, workers_per_rank: int,
                batch_size: int, sample_in_epoch: int,
-               initial_physical_nodes: int | None) -> Dealing:
+               initial_physical_nodes: int | None) -> Dealing | ArrayDealing:
     """Which epoch position each device slot reads (see ``dealing``)."""
-    return Dealing(partition_algo, num_samples, num_canonical_nodes, num_physical_nodes,
-                   ranks_per_node, workers_per_rank, batch_size, sample_in_epoch,
-                   initial_physical_nodes)
+    return dealing_for(partition_algo, num_samples, num_canonical_nodes, num_physical_nodes,
+                       ranks_per_node, workers_per_rank, batch_size, sample_in_epoch,
+                       initial_physical_nodes)
 
 
-def deal_ids(ids: np.ndarray, dealing: Dealing,
+def deal_ids(ids: np.ndarray, dealing: Dealing | ArrayDealing,
              chunk: int = _CHUNK) -> Iterator[tuple[tuple[int, int, int], int, np.ndarray]]:
     """``((node, rank, worker), first slot, sample ids)`` in the order of the dealt array.
 
@@ -165,7 +165,7 @@ def random_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
     return dealt_array(ids, dealing)
 
 
-def dealt_array(ids: np.ndarray, dealing: Dealing) -> np.ndarray:
+def dealt_array(ids: np.ndarray, dealing: Dealing | ArrayDealing) -> np.ndarray:
     """The whole int64 array (``dealing.shape``) of the sample ids each slot reads."""
     out = np.empty(dealing.shape, np.int64)
     flat = out.reshape(dealing.shape[:3] + (-1,))

@@ -28,12 +28,34 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streaming.order.batching import stratified_counts
 from streaming.order.exact import dealt_ids
 from streaming.order.resample import resample
-from streaming.order.shuffle import get_shuffle
+from streaming.order.shuffle import shuffle_traits
 
-__all__ = ['StreamRun', 'exact_stream_batching']
+__all__ = ['BATCHING_METHODS', 'StreamRun', 'exact_stream_batching', 'stratified_counts']
+
+BATCHING_METHODS = ('random', 'stratified', 'per_stream', 'device_per_stream')
+
+
+def stratified_counts(stream_proportions: np.ndarray, global_batch: int) -> np.ndarray:
+    """Samples per stream in every global batch, for stratified batching, as the reference.
+
+    ``int(proportion * global_batch)`` each (float64); the shortfall goes one each to the streams
+    with the largest fractional parts, in the order numpy's (default-kind) argsort of those
+    parts, reversed, gives: ties to the higher stream index. A stream left with none is an error.
+    """
+    exact = global_batch * np.asarray(stream_proportions, np.float64)
+    counts = exact.astype(np.int64)
+    missing = global_batch - int(counts.sum())
+    if missing:
+        counts[np.argsort(exact - counts)[::-1][:missing]] += 1
+    starved = np.flatnonzero(counts <= 0)
+    if len(starved):
+        raise ValueError(
+            f"batching_method='stratified' gives every stream a fixed share of each global batch, "
+            f'but with a global batch of {global_batch} streams {starved.tolist()} would get no '
+            'sample (their proportion is too small): raise the batch size or the proportions')
+    return counts
 
 
 @dataclass(frozen=True)
@@ -63,7 +85,7 @@ class StreamRun:
         proportion = float(self.stream_proportions[stream])
         block = int(self.block_size * proportion)
         if self.shuffle and block < 1 and (method == 'device_per_stream' or
-                                           get_shuffle(self.shuffle_algo).uses_block_size):
+                                           shuffle_traits(self.shuffle_algo).uses_block_size):
             raise ValueError(
                 f'batching_method={method!r} shuffles stream {stream} with a block of '
                 f'shuffle_block_size x its proportion = {self.block_size} x {proportion:.6g}, '

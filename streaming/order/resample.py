@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ['Resampled', 'choose_per_shard', 'resample']
+__all__ = ['Resampled', 'choose_per_shard', 'resample', 'whole_units']
 
 
 def choose_per_shard(shard_sizes: np.ndarray, choose: int, granularity: int, seed: int,
@@ -106,3 +106,24 @@ def resample(shard_sizes: np.ndarray, shard_streams: np.ndarray, stream_choose: 
         end = int(unit_ends[unit])
         small[end - len(picks):end] = picks + bases[shard]
     return Resampled(unit_sizes, small, total)
+
+
+def whole_units(shard_sizes: np.ndarray, shard_streams: np.ndarray,
+                stream_choose: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``resample``'s units and each unit's first sample id, in O(shards).
+
+    Only when every stream is drawn a whole number of times (the draw then needs no random
+    number); else None.
+    """
+    sizes = np.asarray(shard_sizes, np.int64)
+    owner = np.asarray(shard_streams, np.int64)
+    choose = np.asarray(stream_choose, np.int64)
+    totals = np.bincount(owner, sizes, len(choose)).astype(np.int64)
+    if ((choose % np.maximum(totals, 1)) != 0).any() or ((totals == 0) & (choose > 0)).any():
+        return None
+    bases = np.zeros(len(sizes), np.int64)
+    np.cumsum(sizes[:-1], out=bases[1:])
+    shards = np.argsort(owner, kind='stable')  # Stream then shard order, as ``resample``.
+    copies = np.where(sizes[shards] > 0, (choose // np.maximum(totals, 1))[owner[shards]], 0)
+    unit_shard = np.repeat(shards, copies)
+    return sizes[unit_shard], bases[unit_shard]

@@ -33,12 +33,14 @@ samples) are broken by position, where the reference's sort leaves them in an or
 
 from __future__ import annotations
 
-import mmap
 from typing import Iterator
 
 import numpy as np
 
-__all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'shuffle_positions', 'shuffle_steps']
+from streaming.order.memory import RELEASE_BYTES, fresh_array, release, scratch_array
+
+__all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'id_dtype', 'permute_rows',
+           'shuffle_positions', 'shuffle_steps']
 
 EXACT_SHUFFLE_ALGOS = ('naive', 'py1b', 'py1br', 'py1e', 'py1s', 'py2s')
 
@@ -75,25 +77,6 @@ def cut_rows(unit_begin: np.ndarray, unit_size: np.ndarray, num_rows: int) -> Ro
     return RowSpans(begin, cut_ends - cut_starts, first.astype(np.int64))
 
 
-_PRIVATE_MAP_BYTES = 1 << 26  # Arrays this big or bigger get a memory map of their own.
-
-
-def fresh_array(length: int, dtype: type | np.dtype) -> np.ndarray:
-    """An uninitialised 1-d array; epoch-sized ones live in an anonymous memory map of their own.
-
-    numpy advises the kernel to back big allocations with huge pages; where the kernel then
-    compacts memory on the page-fault path (transparent huge pages with ``defrag=madvise``, as
-    on the benchmark machine), touching a fresh 400 MB array takes about 1 s instead of 0.15 s.
-    A private anonymous map (what malloc uses for big blocks, copy-on-write after a fork) is
-    never advised, and changes no numpy setting of the process.
-    """
-    dtype = np.dtype(dtype)
-    nbytes = length * dtype.itemsize
-    if nbytes < _PRIVATE_MAP_BYTES:
-        return np.empty(length, dtype)
-    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype, length)
-
-
 def _ragged_arange(begin: np.ndarray, length: np.ndarray, dtype: type = np.int64) -> np.ndarray:
     """``concat(arange(b, b + n) for b, n in zip(begin, length))``.
 
@@ -111,11 +94,33 @@ def _ragged_arange(begin: np.ndarray, length: np.ndarray, dtype: type = np.int64
     return out
 
 
-def _id_dtype(total: int) -> type:
+def _scratch_ragged_arange(begin: np.ndarray, length: np.ndarray, dtype: type) -> np.ndarray:
+    """``_ragged_arange`` into a scratch array, a group of spans at a time.
+
+    Each group is released once written: it is read back, a window at a time, when the row is
+    sorted.
+    """
+    length = np.asarray(length, np.int64)
+    ends = np.cumsum(length)
+    out = scratch_array(int(ends[-1]) if len(ends) else 0, dtype)
+    step = max(RELEASE_BYTES // out.itemsize, 1)
+    cuts = np.searchsorted(ends, np.arange(step, len(out), step), 'left') + 1
+    done = 0
+    for first, last in zip([0, *cuts.tolist()], [*cuts.tolist(), len(length)]):
+        if last <= first:
+            continue
+        part = _ragged_arange(begin[first:last], length[first:last], dtype)
+        out[done:done + len(part)] = part
+        release(out, done, done + len(part))
+        done += len(part)
+    return out
+
+
+def id_dtype(total: int) -> type:
     return np.int32 if total < np.iinfo(np.int32).max else np.int64
 
 
-def _permute_rows(spans: RowSpans, rng: np.random.Generator) -> RowSpans:
+def permute_rows(spans: RowSpans, rng: np.random.Generator) -> RowSpans:
     """Permute the spans of every row, row after row, with ``rng``."""
     order = np.arange(len(spans.begin))
     for row in range(spans.num_rows):
@@ -124,13 +129,21 @@ def _permute_rows(spans: RowSpans, rng: np.random.Generator) -> RowSpans:
     return RowSpans(spans.begin[order], spans.length[order], spans.first)
 
 
-def _shuffle_each(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator) -> None:
-    """Shuffle consecutive pieces of ``ids`` of ``lengths`` in place, in order."""
-    start = 0
+def _shuffle_each(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator,
+                  release_behind: bool = False) -> None:
+    """Shuffle consecutive pieces of ``ids`` of ``lengths`` in place, in order.
+
+    ``release_behind``: ``ids`` is a scratch array; give back what is shuffled as it goes.
+    """
+    start, released = 0, 0
+    step = RELEASE_BYTES // ids.itemsize
     for length in lengths.tolist():
         if length > 1:
             rng.shuffle(ids[start:start + length])
         start += length
+        if release_behind and start - released >= step:
+            release(ids, released, start)
+            released = start
 
 
 def _py1e_row(ids: np.ndarray, lengths: np.ndarray, block_size: int,
@@ -141,7 +154,7 @@ def _py1e_row(ids: np.ndarray, lengths: np.ndarray, block_size: int,
     time, as soon as every sample that can land in the window is drawn: no row-sized array of
     positions is held. Yields how much of ``out`` is final after each window.
     """
-    _shuffle_each(ids, lengths, rng)
+    _shuffle_each(ids, lengths, rng, release_behind=True)
     total = len(ids)
     low_block, high_block = int(0.75 * block_size), int(1.25 * block_size)
     reach = high_block // 2 + 2  # Exceeds every shift: half a window, less the span, < this.
@@ -156,6 +169,7 @@ def _py1e_row(ids: np.ndarray, lengths: np.ndarray, block_size: int,
             parts.append(part)
             drawn += len(part)
         first = max(start - reach, 0)
+        release(ids, held_from, first)  # No later window reads below ``first``.
         held = np.concatenate([held[first - held_from:], *parts])
         held_from = first
         picked = _window_order(held, start, stop, stop == total, window + reach)
@@ -292,7 +306,7 @@ def shuffle_steps(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, s
     """
     sizes = np.asarray(unit_sizes, np.int64)
     total = int(sizes.sum())
-    dtype = _id_dtype(total)
+    dtype = id_dtype(total)
     if algo == 'naive':
         yield np.random.default_rng(seed + epoch).permutation(total).astype(dtype, copy=False)
         yield total
@@ -325,8 +339,11 @@ def shuffle_steps(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, s
             yield written
         yield total
         return
-    spans = _permute_rows(cut_rows(unit_begin, sizes, num_canonical_nodes), epoch_rng)
-    out = _ragged_arange(spans.begin, spans.length, dtype)
+    spans = permute_rows(cut_rows(unit_begin, sizes, num_canonical_nodes), epoch_rng)
+    if algo == 'py1e':  # Read back a window at a time: kept in a file, not in memory.
+        out = _scratch_ragged_arange(spans.begin, spans.length, dtype)
+    else:
+        out = _ragged_arange(spans.begin, spans.length, dtype)
     if algo == 'py1s':
         yield out
         _shuffle_each(out, spans.length, epoch_rng)

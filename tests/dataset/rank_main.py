@@ -9,6 +9,7 @@ loading one.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -24,6 +25,8 @@ def main() -> None:
         dist.init_process_group('gloo', init_method=f'file://{config["rendezvous"]}',
                                 rank=rank, world_size=int(os.environ['WORLD_SIZE']))
     from streaming import StreamingDataLoader, StreamingDataset
+    for module in config.get('install', []):  # Registers custom orders (e.g. custom_order).
+        importlib.import_module(module).install()
     node = rank // int(os.environ['LOCAL_WORLD_SIZE'])
     kwargs = dict(config['dataset'])
     if 'local' in kwargs:  # Simulated nodes on one machine each keep their own cache.

@@ -13,6 +13,9 @@ Reads a JSON list of ops from stdin and writes one JSON result per op:
   column of every sample a ``StreamingDataset`` over ``dir`` (or these streams) yields, epoch
   after epoch, in this process.
 
+An op with ``"install": [names]`` first calls those functions of ``custom_order``, which put a
+custom shuffle, partition or batching method in the reference's tables.
+
 The reference is only driven, never imported by our code.
 """
 
@@ -91,6 +94,10 @@ def _iterate(op: dict) -> dict:
 
 
 def run(op: dict, root: str) -> dict:
+    if op.get('install'):  # e.g. ['install']: registers custom orders in the reference's tables.
+        import custom_order
+        for name in op['install']:
+            getattr(custom_order, name)()
     kind = op['kind']
     if kind == 'iterate':
         return _iterate(op)

@@ -8,7 +8,7 @@ import numpy as np
 
 from streaming.order import get_epoch_order, global_batches
 
-SHUFFLED_ALGOS = ('py1b', 'py1br', 'py1e', 'py1s', 'py2s')
+SHUFFLED_ALGOS = ('py1b', 'py1br', 'py1e', 'py1s', 'py2s', 'index')
 
 
 def one_stream(shard_sizes: list[int]) -> dict:

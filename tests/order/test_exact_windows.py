@@ -10,14 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streaming.order import spans
+from streaming.order import memory, spans
 
 
 def _plain_py1e(sizes: np.ndarray, rows: int, seed: int, epoch: int, block: int) -> np.ndarray:
     run_rng, epoch_rng = np.random.default_rng(seed), np.random.default_rng(seed + epoch)
     begin = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     order = run_rng.permutation(len(sizes))
-    cut = spans._permute_rows(spans.cut_rows(begin[order], sizes[order], rows), epoch_rng)
+    cut = spans.permute_rows(spans.cut_rows(begin[order], sizes[order], rows), epoch_rng)
     ids = spans._ragged_arange(cut.begin, cut.length)
     out, start = [], 0
     for row in range(cut.num_rows):
@@ -55,9 +55,9 @@ def test_epoch_sized_arrays_live_in_their_own_map_and_hold_the_same_ids():
     def mapped(array: np.ndarray) -> bool:
         return isinstance(getattr(array.base, 'obj', None), mmap.mmap)
 
-    assert not mapped(spans.fresh_array(1000, np.int32))
-    count = spans._PRIVATE_MAP_BYTES // 4 + 3
-    big = spans.fresh_array(count, np.int32)
+    assert not mapped(memory.fresh_array(1000, np.int32))
+    count = memory._MAP_BYTES // 4 + 3
+    big = memory.fresh_array(count, np.int32)
     assert mapped(big) and big.flags.writeable
     assert (len(big), big.dtype) == (count, np.int32)
     begin, length = np.array([7, 0, 500]), np.array([count - 5, 0, 5])
@@ -70,7 +70,7 @@ def test_epoch_sized_arrays_are_copy_on_write_after_a_fork():
     """A forked process (a DataLoader worker) writing to one does not change the parent's."""
     import os
 
-    big = spans.fresh_array(spans._PRIVATE_MAP_BYTES // 4, np.int32)
+    big = memory.fresh_array(memory._MAP_BYTES // 4, np.int32)
     big[:] = 5
     pid = os.fork()
     if pid == 0:
@@ -78,3 +78,24 @@ def test_epoch_sized_arrays_are_copy_on_write_after_a_fork():
         os._exit(0)
     os.waitpid(pid, 0)
     assert big[0] == 5 and big[-1] == 5
+
+
+def _rss_mb() -> float:
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+def test_released_parts_leave_memory_scratch_keeps_them() -> None:
+    count = memory._MAP_BYTES // 4 * 2  # 128 MiB of int32
+    scratch = memory.scratch_array(count, np.int32)
+    scratch[:] = np.arange(count, dtype=np.int32)
+    before = _rss_mb()
+    memory.release(scratch[10:], 0, count - 10)  # Through a view, as the sort windows do.
+    assert before - _rss_mb() > 100
+    assert np.array_equal(scratch[::4097], np.arange(0, count, 4097, dtype=np.int32))
+    fresh = memory.fresh_array(count, np.int32)
+    fresh[:] = 7
+    memory.release(fresh, 0, count)
+    assert fresh[0] == 7 or fresh[0] == 0  # Whole pages only: the first may be partial.
+    assert fresh[count // 2] == 0  # An anonymous part is discarded: released only when done.
+    memory.release(np.zeros(10), 0, 10)  # Not in a map of its own: nothing to do.

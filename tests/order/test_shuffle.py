@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from streaming.order import default_shuffle_block_size
-from streaming.order.keysort import place_by_keys
 from tests.order.helpers import SHUFFLED_ALGOS, one_stream, order, shard_of, stream_order
 
 ALL_ALGOS = (*SHUFFLED_ALGOS, 'naive')
@@ -149,30 +146,3 @@ def test_py1e_spreads_a_shard_over_about_one_block() -> None:
 def test_default_block_size_matches_the_reference() -> None:
     assert default_shuffle_block_size(1) == 4_000_000
     assert default_shuffle_block_size(64) == 1 << 18
-
-
-@settings(max_examples=30, deadline=None)
-@given(lengths=st.lists(st.integers(1, 50), min_size=1, max_size=20),
-       window=st.integers(1, 200), reflect=st.booleans(), seed=st.integers(0, 2**32))
-def test_packed_and_float_key_sorts_agree(lengths: list[int], window: int, reflect: bool,
-                                          seed: int) -> None:
-    lengths = np.array(lengths)
-    widths = np.maximum(lengths, window).astype(float)
-    ids = np.random.default_rng(seed).permutation(int(lengths.sum())) * 3
-    starts = np.append(np.cumsum(lengths) - lengths, lengths.sum())
-    results = []
-    for packed in (True, False):
-        out = np.empty(len(ids), np.int64)
-        place_by_keys(out, lambda a, b: ids[starts[a]:starts[b]], lengths, widths,
-                      np.random.default_rng(seed), reflect=reflect, id_bits=12, packed=packed)
-        results.append(out)
-    assert sorted(results[0].tolist()) == sorted(ids.tolist())
-    assert np.array_equal(results[0], results[1])
-
-
-def test_keys_that_would_leave_the_row_are_reflected_back() -> None:
-    lengths = np.array([5, 5])
-    out = np.empty(10, np.int64)
-    place_by_keys(out, lambda a, b: np.arange(5 * a, 5 * b), lengths, np.array([1000.0, 1000.0]),
-                  np.random.default_rng(0), reflect=True, id_bits=8)
-    assert sorted(out.tolist()) == list(range(10))

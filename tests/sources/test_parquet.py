@@ -10,6 +10,7 @@ import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.dataset import sources as sources_module
+from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.sources import SourceStream
 from streaming.errors import SchemaMismatchError, SourceFileError, StaleSourceError
 from tests.sources.conftest import write_parquet
@@ -133,7 +134,9 @@ def test_read_only_data_directory_keeps_the_sidecar_in_the_cache(parquet_dir, tm
         os.chmod(parquet_dir, 0o755)
     if os.getuid() != 0:  # root writes anyway
         assert not os.path.exists(os.path.join(parquet_dir, '_shardflow_index.parquet.json'))
-    assert os.path.exists(tmp_path / 'cache' / '.shardflow' / '_shardflow_index.parquet.json')
+    assert os.path.exists(os.path.join(setup_cache_dir(str(tmp_path / 'cache')),
+                                       '_shardflow_index.parquet.json'))
+    assert not os.path.exists(tmp_path / 'cache' / '.shardflow')
 
 
 def test_schema_drift_names_the_file_and_column(tmp_path) -> None:

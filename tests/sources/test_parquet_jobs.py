@@ -8,6 +8,7 @@ import os
 import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
+from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.sources import SourceStream
 from tests.dataset.launch import global_batches, run_job
 from tests.sources.conftest import write_parquet
@@ -76,7 +77,9 @@ def test_parquet_from_s3(s3, tmp_path) -> None:
     loader = StreamingDataLoader(dataset, batch_size=8, num_workers=2)
     ids = sorted(i for batch in loader for i in batch['id'].tolist())
     assert ids == list(range(600))
-    assert os.path.exists(tmp_path / 'cache' / '.shardflow' / '_shardflow_index.parquet.json')
+    assert os.path.exists(os.path.join(setup_cache_dir(str(tmp_path / 'cache')),
+                                       '_shardflow_index.parquet.json'))
+    assert not os.path.exists(tmp_path / 'cache' / '.shardflow')
     listed = client.list_objects_v2(Bucket=bucket, Prefix='prefix/')['Contents']
     assert len(listed) == 3  # Nothing written beside remote data by a dataset.
     # A file replaced on S3 after indexing: a new stream re-indexes just it.

@@ -1,19 +1,21 @@
 """The reference's ``streaming.base.batching``: each worker's sample ids, by batching method.
 
-Each function is ``StreamingDataset``'s own epoch order (``streaming.order``)
-with that batching method.
+``batching_methods`` is the dataset's batching table itself (``streaming.dataset.work``):
+``batching_methods['mine'] = fn``, with the reference's signature ``fn(dataset, world, epoch,
+sample_in_epoch) -> ids`` (``world`` a ``streaming.base.world.World``), makes
+``StreamingDataset(batching_method='mine')`` use ``fn``, as in the reference. The built-ins are
+the dataset's own order (``streaming.order``) with that method.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from streaming.base.world import World
+from streaming.dataset.work import BATCHING, set_world_adapter
 
 if TYPE_CHECKING:
     from streaming.dataset.dataset import StreamingDataset
@@ -22,36 +24,12 @@ __all__ = ['batching_methods', 'generate_work', 'generate_work_device_per_stream
            'generate_work_per_stream_batching', 'generate_work_random_batching',
            'generate_work_stratified_batching']
 
-
-def _work(method: str, dataset: StreamingDataset, world: World, epoch: int,
-          sample_in_epoch: int) -> NDArray[np.int64]:
-    if dataset.batching_method != method:
-        dataset = copy.copy(dataset)
-        dataset.config = dataclasses.replace(dataset.config, batching_method=method)
-    return dataset._epoch_order(epoch, sample_in_epoch, world.to_world())
-
-
-def _method(method: str) -> Callable[..., NDArray[np.int64]]:
-    def generate(dataset: StreamingDataset, world: World, epoch: int,
-                 sample_in_epoch: int) -> NDArray[np.int64]:
-        return _work(method, dataset, world, epoch, sample_in_epoch)
-    generate.__name__ = generate.__qualname__ = f'generate_work_{method}_batching'
-    generate.__doc__ = (f'The epoch\'s ``(nodes, ranks, workers, batches, batch_size)`` sample '
-                        f'ids with ``batching_method={method!r}`` (-1: none).')
-    return generate
-
-
-generate_work_random_batching = _method('random')
-generate_work_stratified_batching = _method('stratified')
-generate_work_per_stream_batching = _method('per_stream')
-generate_work_device_per_stream_batching = _method('device_per_stream')
-
-batching_methods: dict[str, Callable[..., NDArray[np.int64]]] = {
-    'random': generate_work_random_batching,
-    'stratified': generate_work_stratified_batching,
-    'per_stream': generate_work_per_stream_batching,
-    'device_per_stream': generate_work_device_per_stream_batching,
-}
+set_world_adapter(World.from_world)
+batching_methods = BATCHING
+generate_work_random_batching = BATCHING['random']
+generate_work_stratified_batching = BATCHING['stratified']
+generate_work_per_stream_batching = BATCHING['per_stream']
+generate_work_device_per_stream_batching = BATCHING['device_per_stream']
 
 
 def generate_work(batching_method: str, dataset: StreamingDataset, world: World, epoch: int,
