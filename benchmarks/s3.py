@@ -23,7 +23,27 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class MotoServer:
+class ServerProcess:
+    """A server subprocess, stopped (terminate, then kill) on ``close`` or leaving ``with``."""
+
+    _process: subprocess.Popen | None = None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+
+
+class MotoServer(ServerProcess):
     """``with MotoServer() as s3: s3.upload_dir(...)``; ``s3.endpoint`` is the URL to use."""
 
     def __init__(self, bucket: str = 'bench') -> None:
@@ -48,20 +68,6 @@ class MotoServer:
                 time.sleep(0.1)
         self.client().create_bucket(Bucket=self.bucket)
         return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
 
     def client(self):  # noqa: ANN201 - boto3 clients have no importable type
         import boto3

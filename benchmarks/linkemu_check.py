@@ -1,0 +1,128 @@
+"""The link emulator's self-check: what the link really delivers, with one and many connections.
+
+Run through ``python -m benchmarks.linkemu --self-check [--profile NAME]``; see ``linkemu``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import math
+import os
+import statistics
+import threading
+import time
+from dataclasses import asdict
+from typing import Any
+from urllib.parse import urlparse
+
+from benchmarks.linkemu import LinkEmulator, Profile
+
+__all__ = ['report', 'self_check', 'timed_get', 'parallel_gets']
+
+
+def timed_get(endpoint: str, path: str, out: dict[str, Any]) -> None:
+    """GET ``path`` on a connection of its own; records request, first-byte and end times."""
+    parsed = urlparse(endpoint)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=120)
+    buffer = bytearray(1 << 20)
+    try:
+        out['start'] = time.perf_counter()
+        conn.request('GET', path)
+        response = conn.getresponse()
+        out['first'] = time.perf_counter()
+        total = 0
+        while count := response.readinto(buffer):
+            total += count
+        out['end'], out['bytes'], out['status'] = time.perf_counter(), total, response.status
+    finally:
+        conn.close()
+
+
+def _probe(link: LinkEmulator) -> dict[str, Any]:
+    """A HEAD and a ranged GET of the small object: the counters as they stand then."""
+    parsed = urlparse(link.endpoint)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
+    try:
+        conn.request('HEAD', '/linkemu/small')
+        conn.getresponse().read()
+        conn.request('GET', '/linkemu/small', headers={'Range': 'bytes=0-99'})
+        body = conn.getresponse().read()
+    finally:
+        conn.close()
+    if len(body) != 100:
+        raise RuntimeError(f'a ranged GET through the link returned {len(body)} bytes, not 100')
+    return link.stats()
+
+
+def parallel_gets(endpoint: str, path: str, count: int) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = [{} for _ in range(count)]
+    threads = [threading.Thread(target=timed_get, args=(endpoint, path, out)) for out in results]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for out in results:
+        if out.get('status') != 200:
+            raise RuntimeError(f'a self-check GET failed: {out}')
+    return results
+
+
+def self_check(profile: Profile, seconds: float = 2.0, connections: int | None = None
+               ) -> dict[str, Any]:
+    """Start moto and the proxy; measure TTFB, one connection's and many connections' MB/s."""
+    from benchmarks.s3 import MotoServer
+    many = connections or max(2, 2 * math.ceil(profile.link_rate / profile.conn_rate))
+    many = min(many, 64)
+    one_size = int(min(profile.conn_rate * seconds, 256e6))
+    many_size = int(min(profile.link_rate * seconds / many, 256e6))
+    with MotoServer('linkemu') as s3:
+        client = s3.client()
+        client.put_object(Bucket='linkemu', Key='small', Body=b'x' * 1024, ACL='public-read')
+        client.put_object(Bucket='linkemu', Key='one', Body=os.urandom(one_size), ACL='public-read')
+        client.put_object(Bucket='linkemu', Key='many', Body=os.urandom(many_size),
+                          ACL='public-read')
+        with LinkEmulator(s3.endpoint, profile) as link:
+            ttfbs = []
+            for _ in range(5):
+                out: dict[str, Any] = {}
+                timed_get(link.endpoint, '/linkemu/small', out)
+                ttfbs.append(out['first'] - out['start'])
+            probe_stats = _probe(link)
+            link.reset()
+            one = parallel_gets(link.endpoint, '/linkemu/one', 1)[0]
+            one_stats = link.stats()
+            link.reset()
+            results = parallel_gets(link.endpoint, '/linkemu/many', many)
+            many_stats = link.stats()
+    first = min(r['first'] for r in results)
+    end = max(r['end'] for r in results)
+    return {
+        'profile': asdict(profile),
+        'ttfb_s': statistics.median(ttfbs),
+        'one_connection_mb_per_s': one['bytes'] / (one['end'] - one['first']) / 1e6,
+        'one_connection_stats': one_stats,
+        'connections': many,
+        'aggregate_mb_per_s': sum(r['bytes'] for r in results) / (end - first) / 1e6,
+        'per_connection_mb_per_s_median': statistics.median(
+            r['bytes'] / (r['end'] - r['first']) / 1e6 for r in results),
+        'many_connections_stats': many_stats,
+        'probe_stats': probe_stats,
+    }
+
+
+def report(check: dict[str, Any]) -> str:
+    p = check['profile']
+    many = check['many_connections_stats']
+    return '\n'.join([
+        f'profile: ttfb {p["ttfb"] * 1e3:.0f} ms, {p["conn_rate"] / 1e6:.0f} MB/s per connection, '
+        f'{p["link_rate"] / 1e6:.0f} MB/s link',
+        f'time to first byte (median of 5):   {check["ttfb_s"] * 1e3:7.1f} ms',
+        f'one connection:                     {check["one_connection_mb_per_s"]:7.1f} MB/s '
+        f'({check["one_connection_mb_per_s"] * 1e6 / p["conn_rate"]:.2f} of the cap)',
+        f'{check["connections"]:3d} connections, aggregate:        '
+        f'{check["aggregate_mb_per_s"]:7.1f} MB/s '
+        f'({check["aggregate_mb_per_s"] * 1e6 / p["link_rate"]:.2f} of the link), '
+        f'{check["per_connection_mb_per_s_median"]:.1f} MB/s per connection (median)',
+        f'counted: {many["requests"]} requests, {many["bytes_out"] / 1e6:.1f} MB out, '
+        f'in flight max {many["max_in_flight"]} / mean {many["mean_in_flight"]:.1f}',
+    ])

@@ -1,0 +1,40 @@
+"""The link emulator (benchmarks/linkemu.py) holds its caps: a small self-check through moto.
+
+Rates are low (a few MB/s) so that a loaded 2-core machine can still deliver them; the bounds
+are the caps the emulator promises (an upper bound, within its 50 ms burst) and a generous lower
+bound, since every benchmark that uses it reports what it measured anyway.
+"""
+
+import pytest
+
+pytest.importorskip('moto')
+
+from benchmarks.linkemu import Bucket, Profile  # noqa: E402
+from benchmarks.linkemu_check import self_check  # noqa: E402
+
+
+def test_bucket_paces_to_its_rate_after_its_burst():
+    bucket = Bucket(rate=1000.0, burst=100.0)
+    assert bucket.delay(100, now=0.0) == 0.0  # The burst goes at once.
+    waits = [bucket.delay(100, now=0.0) for _ in range(10)]
+    assert waits == pytest.approx([0.1 * (i + 1) for i in range(10)])
+    assert bucket.delay(100, now=5.0) == 0.0  # Idle time refills it (up to the burst).
+
+
+def test_self_check_delivers_the_profile_within_tolerance():
+    profile = Profile(ttfb=0.06, conn_rate=4e6, link_rate=10e6)
+    check = self_check(profile, seconds=1.5, connections=6)
+    assert 0.055 <= check['ttfb_s'] <= 0.3, check['ttfb_s']
+    one = check['one_connection_mb_per_s'] / 4
+    assert 0.7 <= one <= 1.15, check['one_connection_mb_per_s']
+    link = check['aggregate_mb_per_s'] / 10
+    assert 0.6 <= link <= 1.15, check['aggregate_mb_per_s']
+    many = check['many_connections_stats']
+    assert many['requests'] == {'GET': 6} and many['get_requests'] == 6
+    assert many['head_requests'] == 0
+    assert many['max_in_flight'] == 6 and 3 <= many['mean_in_flight'] <= 6
+    assert many['bytes_out'] == 6 * int(10e6 * 1.5 / 6)
+    assert check['one_connection_stats']['requests'] == {'GET': 1}
+    probe = check['probe_stats']  # Five timed GETs of a small object, a HEAD, a ranged GET.
+    assert probe['requests'] == {'GET': 5, 'HEAD': 1, 'GET_RANGE': 1}
+    assert probe['get_requests'] == 6 and probe['head_requests'] == 1
