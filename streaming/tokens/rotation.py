@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import Any, Iterator, Sequence
 
 from streaming.tokens.dataset import TokenWindowDataset
-from streaming.tokens.sampler import EpochSampler
+from streaming.tokens.sampler import BatchIndices, EpochSampler
 from streaming.tokens.store import OVERHEAD, RemoteShard, ShardStore
 from streaming.tokens.verify import ShardCorruptError
 
@@ -180,8 +180,8 @@ class ShardRotation:
         Batches are ``(batch_size, window)`` tensors in ``sampler(...)``'s order, each
         gathered in one copy (``TokenWindowDataset.batch``).
         """
-        from torch.utils.data import BatchSampler, DataLoader
-        batches = BatchSampler(self.sampler(seed=seed, step=step, batch_size=batch_size),
+        from torch.utils.data import DataLoader
+        batches = BatchIndices(self.sampler(seed=seed, step=step, batch_size=batch_size),
                                batch_size, drop_last)
         return DataLoader(self.dataset, batch_size=None, sampler=batches, **kwargs)
 
@@ -192,12 +192,10 @@ class ShardRotation:
         The fast path when batches are read in the training process (a DataLoader with no
         workers only adds its per-batch overhead): each batch is one gather from the map.
         """
-        sampler = self.sampler(seed=seed, step=step, batch_size=batch_size)
-        order = sampler.indices()[sampler.consumed:]
         dataset = self.dataset
-        end = len(order) - len(order) % batch_size if drop_last else len(order)
-        for start in range(0, end, batch_size):
-            yield dataset.batch(order[start:start + batch_size])
+        for indices in BatchIndices(self.sampler(seed=seed, step=step, batch_size=batch_size),
+                                    batch_size, drop_last):
+            yield dataset.batch(indices)
 
     def state_dict(self) -> dict[str, Any]:
         return {'started': self.started, 'num_shards': len(self.shards)}
