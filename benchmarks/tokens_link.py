@@ -5,9 +5,10 @@ Run it through ``tokens_bench.py --cases download``. A ``--size`` ``.npy`` of ui
 server (``tokens_server.py``, no caps of its own) behind ``benchmarks/linkemu.py`` with the
 ``--profile`` link (same-region: 40 ms to first byte, 12 MB/s per connection, 96 MB/s link).
 Ours (``streaming.storage.download_file`` with the shard's size known, as
-``ShardStore.fetch`` calls it, default ``DownloadConfig``) against boto3's ``download_file``
-with its ``TransferConfig`` defaults, alternating, ``--repeats`` times after one untimed warm-up
-each; medians, the share of the link, and the emulator's counters (requests by kind, transfers
+``ShardStore.fetch`` calls it, with ``ShardStore``'s ``download_config()``; also the storage
+layer's default ``DownloadConfig`` as ``ours_layer_default`` when it differs) against boto3's
+``download_file`` with its ``TransferConfig`` defaults, the order rotating, ``--repeats`` times
+after one untimed warm-up each; medians, the share of the link, and the emulator's counters (requests by kind, transfers
 in flight). The emulator's own ``--self-check`` runs first in the same process, so the figures
 come with what the link delivered to a plain client at the time.
 
@@ -64,6 +65,7 @@ def bench_link_download(args: argparse.Namespace, scratch: str) -> dict:
     from benchmarks.linkemu_check import report, self_check
     from streaming.storage import download_file
     from streaming.storage.download import DownloadConfig
+    from streaming.tokens.store import download_config
     profile = PROFILES[args.profile]
     source = cached_npy(bytes_to_int(args.size))
     size = os.path.getsize(source)
@@ -82,9 +84,10 @@ def bench_link_download(args: argparse.Namespace, scratch: str) -> dict:
     proc, upstream = serve(root, 0, 0)
     out = os.path.join(scratch, 'link-out.npy')
     boto_config = TransferConfig()
-    config = DownloadConfig.from_env()
-    rates: dict[str, list[float]] = {'ours': [], 'boto3': []}
-    counters: dict[str, list[dict]] = {'ours': [], 'boto3': []}
+    config, plain = download_config(), DownloadConfig.from_env()  # ShardStore's, the layer's
+    names = ['ours', 'boto3'] + (['ours_layer_default'] if plain != config else [])
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    counters: dict[str, list[dict]] = {name: [] for name in names}
     loads: list[float] = []
     try:
         with LinkEmulator(upstream, profile) as link:
@@ -92,18 +95,20 @@ def bench_link_download(args: argparse.Namespace, scratch: str) -> dict:
             client = boto3.client('s3', endpoint_url=link.endpoint, aws_access_key_id='bench',
                                   aws_secret_access_key='bench', region_name='us-east-1')
             print(f'  {size / MIB:.0f} MiB; ours {config.concurrency} x '
-                  f'{config.part_size // MIB} MiB parts, boto3 '
+                  f'{config.part_size // MIB} MiB parts (ShardStore), boto3 '
                   f'{boto_config.max_request_concurrency} x '
                   f'{boto_config.multipart_chunksize // MIB} MiB', flush=True)
             download_file('s3://bench/warm.npy', out, timeout=60)
             client.download_file('bench', 'warm.npy', out, Config=boto_config)
             os.remove(out)
             for repeat in range(args.repeats):
-                for name in ('ours', 'boto3') if repeat % 2 == 0 else ('boto3', 'ours'):
+                shift = repeat % len(names)
+                for name in names[shift:] + names[:shift]:
                     link.reset()
                     started, cpu = time.perf_counter(), time.process_time()
-                    if name == 'ours':
-                        download_file('s3://bench/big.npy', out, timeout=60, size=size)
+                    if name.startswith('ours'):
+                        download_file('s3://bench/big.npy', out, timeout=60, size=size,
+                                      config=config if name == 'ours' else plain)
                     else:
                         client.download_file('bench', 'big.npy', out, Config=boto_config)
                     seconds = time.perf_counter() - started
@@ -133,6 +138,8 @@ def bench_link_download(args: argparse.Namespace, scratch: str) -> dict:
                   name: statistics.median(c['client_cpu_s'] for c in runs)
                   for name, runs in counters.items()}, 'load_average': loads,
               'ours_config': {'part_size': config.part_size, 'concurrency': config.concurrency},
+              'layer_default_median': statistics.median(rates.get('ours_layer_default') or
+                                                        [float('nan')]),
               'self_check': {k: v for k, v in check.items() if not k.endswith('_stats')}}
     print(f'  median: ours {ours:.1f} MB/s = {result["ours_vs_link"]:.2f} of the link (target '
           f'>= 0.8), boto3 {boto:.1f} MB/s = {result["boto3_vs_link"]:.2f}; ours/boto3 '

@@ -178,12 +178,13 @@ class ShardRotation:
         """A ``torch.utils.data.DataLoader`` of batches over the active shard.
 
         Batches are ``(batch_size, window)`` tensors in ``sampler(...)``'s order, each
-        gathered in one copy (``TokenWindowDataset.batch``).
+        gathered in one copy (``TokenWindowDataset.batch``); without workers the loader
+        gathers in the calling thread directly (``streaming.tokens.loader``).
         """
-        from torch.utils.data import DataLoader
+        from streaming.tokens.loader import batch_loader
         batches = BatchIndices(self.sampler(seed=seed, step=step, batch_size=batch_size),
                                batch_size, drop_last)
-        return DataLoader(self.dataset, batch_size=None, sampler=batches, **kwargs)
+        return batch_loader(self.dataset, batches, **kwargs)
 
     def batches(self, batch_size: int, *, seed: int = 0, step: int | None = None,
                 drop_last: bool = False) -> Iterator[Any]:
