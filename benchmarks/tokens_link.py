@@ -8,9 +8,10 @@ Ours (``streaming.storage.download_file`` with the shard's size known, as
 ``ShardStore.fetch`` calls it, with ``ShardStore``'s ``download_config()``; also the storage
 layer's default ``DownloadConfig`` as ``ours_layer_default`` when it differs) against boto3's
 ``download_file`` with its ``TransferConfig`` defaults, the order rotating, ``--repeats`` times
-after one untimed warm-up each; medians, the share of the link, and the emulator's counters (requests by kind, transfers
-in flight). The emulator's own ``--self-check`` runs first in the same process, so the figures
-come with what the link delivered to a plain client at the time.
+after one untimed warm-up each; medians, the share of the link, the client's CPU seconds and
+the emulator's counters (requests by kind, transfers in flight). The emulator's own
+``--self-check`` runs first in the same process, so the figures come with what the link
+delivered to a plain client at the time.
 
 moto is not the upstream here: moto 5 answers a ranged GET by reading the whole object into
 memory and slicing it (a 1 KiB range of a 256 MiB object takes 0.7-0.9 s on this machine), so
