@@ -1,10 +1,13 @@
 """Token-shard benchmarks: ranged download, swap wait, window throughput (ratios in one run).
 
     .venv/bin/python benchmarks/tokens_bench.py                       # all three, 1 GiB download
-    .venv/bin/python benchmarks/tokens_bench.py --cases download --size 2gb
+    .venv/bin/python -m benchmarks.tokens_bench --cases download --repeats 3
     .venv/bin/python benchmarks/tokens_bench.py --quick               # small sizes, 1 repeat
 
-``download``: one ``--size`` file served by a loopback object server in its own process
+``download``: a ``--size`` shard through the link emulator (``--profile``); see
+``benchmarks/tokens_link.py``.
+
+``download-capped``: one ``--size`` file served by a loopback object server in its own process
 (``benchmarks/tokens_server.py``) that caps each connection at ``--per-connection`` bytes/s
 and all connections together at ``--aggregate`` bytes/s, as object stores do. Ours
 (``streaming.storage.download_file``: parallel ranged GETs, ``--part-size`` x
@@ -254,7 +257,7 @@ def bench_swap(args: argparse.Namespace, scratch: str) -> dict:
 def bench_window(args: argparse.Namespace, scratch: str) -> dict:
     import numpy as np
     import torch
-    from torch.utils.data import BatchSampler, DataLoader
+    from torch.utils.data import DataLoader
 
     from streaming.tokens import EpochSampler, ShardRotation, TokenWindowDataset, list_shards
     from streaming.tokens.format import ids_name, npy_header, window_ids
@@ -305,9 +308,8 @@ def bench_window(args: argparse.Namespace, scratch: str) -> dict:
         for i in range(0, len(order), batch):
             checked.batch(order[i:i + batch])
 
-    def ours() -> None:  # What ShardRotation.loader builds: one gather per batch.
-        sampler = BatchSampler(EpochSampler(windows, seed=0), batch, drop_last=True)
-        for tensor in DataLoader(dataset, batch_size=None, sampler=sampler):
+    def ours() -> None:  # ShardRotation.loader: a DataLoader, one gather per batch.
+        for tensor in rotation.loader(batch, seed=0, drop_last=True):
             assert tensor.dtype == torch.uint32 and tensor.shape == (batch, seq)
 
     def ours_collate() -> None:  # A DataLoader with the default collate: one window at a time.
@@ -353,7 +355,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--cases', nargs='+',
                         default=['download', 'swap', 'window', 'verify', 'mix'],
-                        choices=['download', 'swap', 'window', 'verify', 'mix'])
+                        choices=['download', 'download-capped', 'swap', 'window', 'verify',
+                                 'mix'])
+    parser.add_argument('--profile', default='same-region',
+                        help='download: the link emulator profile (benchmarks/linkemu.py)')
     parser.add_argument('--quick', action='store_true', help='small sizes, one repeat')
     parser.add_argument('--size', default='1gb')
     parser.add_argument('--per-connection', default='16mb')
@@ -375,11 +380,13 @@ def main() -> None:
         args.window_seconds = 3.0
     scratch = tempfile.mkdtemp(prefix='tokens-bench-')
     from benchmarks.tokens_checks import bench_mix, bench_verify
+    from benchmarks.tokens_link import bench_link_download
     results: dict = {'args': vars(args), 'cores': os.cpu_count(),
                      'load_average': os.getloadavg(), 'date': time.strftime('%Y-%m-%d %H:%M')}
     try:
         for case in args.cases:
-            results[case] = {'download': bench_download, 'swap': bench_swap,
+            results[case] = {'download': bench_link_download,
+                             'download-capped': bench_download, 'swap': bench_swap,
                              'window': bench_window, 'verify': bench_verify,
                              'mix': bench_mix}[case](args, scratch)
     finally:

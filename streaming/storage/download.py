@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from streaming.fileio import create_temp, remove_quietly
 from streaming.storage.errors import CorruptDownloadError, DiskFullError, DownloadError
-from streaming.storage.objects import ObjectStore
+from streaming.storage.objects import ObjectInfo, ObjectStore
 from streaming.storage.ranged import download_in_parts, read_range_into
 from streaming.storage.registry import get_backend
 from streaming.storage.retry import (
@@ -129,6 +129,13 @@ def _one_attempt(backend: ObjectStore, url: str, path: str, size: int | None, ti
         return
     if size is not None and size <= config.threshold:
         download_in_one_get(backend, url, path, size, timeout, check)
+        return
+    if size is not None and not os.path.exists(f'{path}.partial.json'):
+        # The size is known and there is nothing to resume: no HEAD; the parts' answers must
+        # agree on the ETag and the size instead (download_in_parts checks).
+        download_in_parts(backend, url, path, ObjectInfo(size, None), timeout, check,
+                          part_size=config.part_size, concurrency=config.concurrency,
+                          resume=config.resume)
         return
     info = run_watched(lambda task: backend.stat(url, timeout=timeout), 'stat', timeout)
     if size is not None and info.size is not None and info.size != size:

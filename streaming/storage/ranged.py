@@ -134,6 +134,24 @@ class PartialDownload:
             remove_quietly(self.journal)
 
 
+def _agrees(partial: PartialDownload, seen: ObjectInfo) -> None:
+    """Check a part's answer against the object; the first ETag seen pins an unpinned one.
+
+    Parts fetched without an ETag (no HEAD first) must all name the same one and the size
+    expected, or the object changed (or is not what was expected) during the download.
+    """
+    info = partial.info
+    if seen.size is not None and info.size is not None and seen.size != info.size:
+        raise WrongBytes(f'the remote object has {seen.size} bytes, expected {info.size}')
+    if seen.etag is None:
+        return
+    if info.etag is None:
+        partial.info = ObjectInfo(info.size, seen.etag)
+    elif seen.etag != info.etag:
+        raise WrongBytes(f'the object changed during the download (ETag {info.etag} then '
+                         f'{seen.etag})')
+
+
 def download_in_parts(backend: ObjectStore, url: str, path: str, info: ObjectInfo,
                       timeout: float, check: Check | None, *, part_size: int, concurrency: int,
                       resume: bool) -> None:
@@ -155,13 +173,18 @@ def download_in_parts(backend: ObjectStore, url: str, path: str, info: ObjectInf
                       f'part{i}') for i, start, end in partial.parts()]
 
         def done(task: Task) -> None:
+            seen = task.result if isinstance(task.result, ObjectInfo) else ObjectInfo(None)
+            _agrees(partial, seen)
             partial.done.add(int(task.label[4:]))
-            if keep:
+            if keep and partial.info.etag:  # A journal only for parts pinned to an ETag.
                 partial.save()
 
         failed = run_tasks(tasks, timeout, max(1, concurrency), done)
         if failed:
             raise first_error(failed)
+        for task in tasks:
+            if isinstance(task.result, ObjectInfo):
+                _agrees(partial, task.result)
         partial.close(keep=True)
         publish_verified(partial.data, path, info.size, check)
     except BaseException as error:

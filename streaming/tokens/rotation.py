@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import Any, Iterator, Sequence
 
 from streaming.tokens.dataset import TokenWindowDataset
-from streaming.tokens.sampler import EpochSampler
+from streaming.tokens.sampler import BatchIndices, EpochSampler
 from streaming.tokens.store import OVERHEAD, RemoteShard, ShardStore
 from streaming.tokens.verify import ShardCorruptError
 
@@ -178,12 +178,13 @@ class ShardRotation:
         """A ``torch.utils.data.DataLoader`` of batches over the active shard.
 
         Batches are ``(batch_size, window)`` tensors in ``sampler(...)``'s order, each
-        gathered in one copy (``TokenWindowDataset.batch``).
+        gathered in one copy (``TokenWindowDataset.batch``); without workers the loader
+        gathers in the calling thread directly (``streaming.tokens.loader``).
         """
-        from torch.utils.data import BatchSampler, DataLoader
-        batches = BatchSampler(self.sampler(seed=seed, step=step, batch_size=batch_size),
+        from streaming.tokens.loader import batch_loader
+        batches = BatchIndices(self.sampler(seed=seed, step=step, batch_size=batch_size),
                                batch_size, drop_last)
-        return DataLoader(self.dataset, batch_size=None, sampler=batches, **kwargs)
+        return batch_loader(self.dataset, batches, **kwargs)
 
     def batches(self, batch_size: int, *, seed: int = 0, step: int | None = None,
                 drop_last: bool = False) -> Iterator[Any]:
@@ -192,12 +193,10 @@ class ShardRotation:
         The fast path when batches are read in the training process (a DataLoader with no
         workers only adds its per-batch overhead): each batch is one gather from the map.
         """
-        sampler = self.sampler(seed=seed, step=step, batch_size=batch_size)
-        order = sampler.indices()[sampler.consumed:]
         dataset = self.dataset
-        end = len(order) - len(order) % batch_size if drop_last else len(order)
-        for start in range(0, end, batch_size):
-            yield dataset.batch(order[start:start + batch_size])
+        for indices in BatchIndices(self.sampler(seed=seed, step=step, batch_size=batch_size),
+                                    batch_size, drop_last):
+            yield dataset.batch(indices)
 
     def state_dict(self) -> dict[str, Any]:
         return {'started': self.started, 'num_shards': len(self.shards)}

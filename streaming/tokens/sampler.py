@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-__all__ = ['EpochSampler', 'WindowDrawSampler', 'window_seed']
+__all__ = ['BatchIndices', 'EpochSampler', 'WindowDrawSampler', 'window_seed']
 
 
 def _check_rank(rank: int, world_size: int) -> None:
@@ -35,6 +35,34 @@ class _Resumable:
 
     def set_consumed(self, consumed: int) -> None:
         self.consumed = int(consumed)
+
+
+class BatchIndices:
+    """A sampler's remaining indices cut into batches: one int64 array per batch.
+
+    A ``DataLoader`` built with ``batch_size=None`` and this as its sampler hands each array to
+    the dataset whole (one gather per batch), without the per-index Python loop of
+    ``BatchSampler``; the batches are the same as ``BatchSampler(sampler, batch_size,
+    drop_last)``'s.
+    """
+
+    def __init__(self, sampler: _Resumable, batch_size: int, drop_last: bool = False) -> None:
+        if batch_size < 1:
+            raise ValueError(f'batch_size must be >= 1, got {batch_size}.')
+        self.sampler, self.batch_size, self.drop_last = sampler, int(batch_size), drop_last
+
+    def _order(self) -> np.ndarray:
+        order = np.asarray(self.sampler.indices()[self.sampler.consumed:], np.int64)
+        return order[:len(order) - len(order) % self.batch_size] if self.drop_last else order
+
+    def __len__(self) -> int:
+        count = len(self._order())
+        return -(-count // self.batch_size)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        order = self._order()
+        for start in range(0, len(order), self.batch_size):
+            yield order[start:start + self.batch_size]
 
 
 class EpochSampler(_Resumable):

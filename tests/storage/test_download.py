@@ -210,3 +210,17 @@ def test_full_disk_is_a_clear_error_and_leaves_nothing(s3, tiny_disk, ranged) ->
         download_file(url, str(tiny_disk / 'huge'), retries=3, config=config)
     assert str(tiny_disk / 'huge') in str(caught.value)
     assert os.listdir(tiny_disk) == []
+
+
+def test_a_known_size_needs_no_head_and_the_parts_must_agree(proxy, tmp_path) -> None:
+    fault_proxy, client, bucket = proxy
+    url, data = _object(client, bucket, 'sized.bin', 600_000)
+    config = DownloadConfig(part_size=100_000, concurrency=3)
+    download_file(url, str(tmp_path / 's'), retries=0, size=len(data), config=config)
+    assert (tmp_path / 's').read_bytes() == data
+    assert fault_proxy.counts.get(('HEAD', f'/{bucket}/sized.bin'), 0) == 0
+    assert fault_proxy.counts[('GET', f'/{bucket}/sized.bin')] == 6
+    # Every part names the object's real size: a wrong expected size fails, nothing is kept.
+    with pytest.raises(CorruptDownloadError, match='has 600000 bytes, expected 500000'):
+        download_file(url, str(tmp_path / 'w'), retries=0, size=500_000, config=config)
+    assert _leftovers(tmp_path) == ['s']

@@ -20,7 +20,7 @@ from streaming.tokens.format import (
     token_name,
     window_ids,
 )
-from streaming.tokens.sampler import EpochSampler, WindowDrawSampler, window_seed
+from streaming.tokens.sampler import BatchIndices, EpochSampler, WindowDrawSampler, window_seed
 from tests.tokens.conftest import tokens_for, write_dataset
 
 
@@ -215,3 +215,43 @@ def test_batches_are_gathered_in_one_copy(tmp_path, seq) -> None:
     rows = torch.cat(list(loader))
     assert rows.shape == (20, seq)
     assert sorted(int(r[0]) for r in rows) == sorted(int(ds[i][0]) for i in range(20))
+
+
+@pytest.mark.parametrize('drop_last', [False, True])
+def test_batch_indices_are_batch_samplers_batches(tmp_path, drop_last) -> None:
+    from torch.utils.data import BatchSampler, DataLoader
+    for windows, consumed, size in ((20, 0, 6), (23, 5, 4), (7, 0, 7), (5, 5, 2)):
+        sampler = EpochSampler(windows, seed=3, epoch=1, consumed=consumed)
+        ours = [b.tolist() for b in BatchIndices(sampler, size, drop_last)]
+        assert ours == list(BatchSampler(sampler, size, drop_last))
+        assert len(BatchIndices(sampler, size, drop_last)) == len(ours)
+    with pytest.raises(ValueError, match='batch_size'):
+        BatchIndices(EpochSampler(4), 0)
+    out = str(tmp_path / 'ds')
+    write_dataset(out, shards=1, windows=20, dtype='uint32')
+    ds = TokenWindowDataset(os.path.join(out, token_name('train', 0)), seq_len=8)
+    batches = BatchIndices(EpochSampler(len(ds), seed=1), 6, drop_last)
+    loaded = list(DataLoader(ds, batch_size=None, num_workers=2, sampler=batches))
+    assert len(loaded) == len(batches) == (len(ds) // 6 if drop_last else -(-len(ds) // 6))
+    assert all(torch.equal(a, ds.batch(b)) for a, b in zip(loaded, batches))
+
+
+def test_batch_loader_gathers_in_process_like_a_dataloader(tmp_path) -> None:
+    from torch.utils.data import DataLoader
+
+    from streaming.tokens.loader import batch_loader
+    out = str(tmp_path / 'ds')
+    write_dataset(out, shards=1, windows=20, dtype='uint32')
+    ds = TokenWindowDataset(os.path.join(out, token_name('train', 0)), seq_len=8)
+    batches = BatchIndices(EpochSampler(len(ds), seed=2), 5)
+    torch.manual_seed(11)
+    plain = list(DataLoader(ds, batch_size=None, sampler=batches))
+    after_plain = torch.rand(3)
+    torch.manual_seed(11)
+    ours = batch_loader(ds, batches)
+    assert isinstance(ours, DataLoader) and len(ours) == len(plain)
+    got = list(ours)
+    assert torch.equal(torch.rand(3), after_plain)  # The same draw from torch's generator.
+    assert len(got) == len(plain) and all(torch.equal(a, b) for a, b in zip(got, plain))
+    collated = list(batch_loader(ds, batches, collate_fn=lambda b: b * 0))  # DataLoader's path.
+    assert all(int(b.sum()) == 0 for b in collated) and len(collated) == len(plain)
