@@ -40,7 +40,7 @@ import numpy as np
 from streaming.order.memory import RELEASE_BYTES, fresh_array, release, scratch_array
 
 __all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'id_dtype', 'permute_rows',
-           'shuffle_positions', 'shuffle_steps']
+           'shuffle_steps']
 
 EXACT_SHUFFLE_ALGOS = ('naive', 'py1b', 'py1br', 'py1e', 'py1s', 'py2s')
 
@@ -287,19 +287,9 @@ def _py1br_rows(ids: np.ndarray, spans: RowSpans, row_starts: np.ndarray, block_
             rng.shuffle(row_ids[start:stop])
 
 
-def shuffle_positions(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
-                      epoch: int, block_size: int) -> np.ndarray:
-    """The big id read at each position of the epoch (a permutation of ``sum(unit_sizes)``)."""
-    steps = shuffle_steps(algo, unit_sizes, num_canonical_nodes, seed, epoch, block_size)
-    out = next(steps)
-    for _ in steps:
-        pass
-    return out  # type: ignore[return-value]
-
-
 def shuffle_steps(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
                   epoch: int, block_size: int) -> Iterator[np.ndarray | int]:
-    """``shuffle_positions`` a part at a time.
+    """A built-in shuffle's unit positions (``shuffle.shuffle_positions``), a part at a time.
 
     Yields the output array first, then, as the work goes on, how many of its first positions
     are final (the last yield is all of them).

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from streaming.order import memory, spans
+from streaming.order.shuffle import shuffle_positions
 
 
 def _plain_py1e(sizes: np.ndarray, rows: int, seed: int, epoch: int, block: int) -> np.ndarray:
@@ -44,7 +45,7 @@ def test_windowed_py1e_equals_one_sort_per_row(rows: int, block: int) -> None:
     rng = np.random.default_rng(rows * 7 + block)
     sizes = rng.integers(1, 3_000, 1_600)  # About 2.4M samples: 2-3 windows per row.
     want = _plain_py1e(sizes, rows, 17, 2, block)
-    got = spans.shuffle_positions('py1e', sizes, rows, 17, 2, block)
+    got = shuffle_positions('py1e', sizes, rows, 17, 2, block)
     assert np.array_equal(got, want)
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from streaming.order import get_shuffle
 from streaming.order.indexed import IndexOrder, feistel_permute
 from streaming.order.resample import resample, whole_units
-from streaming.order.spans import shuffle_positions
+from streaming.order.shuffle import shuffle_positions
 
 
 @settings(max_examples=60, deadline=None)

@@ -15,7 +15,7 @@ import pytest
 
 from streaming.order.dealing import deal_positions
 from streaming.order.resample import choose_per_shard
-from streaming.order.spans import shuffle_positions
+from streaming.order.shuffle import shuffle_positions
 from tests.order.oracle_cases import run_reference_order, work_cases, work_outcome
 
 EXACT_ALGOS = ('naive', 'py1e', 'py1s', 'py2s')
