@@ -42,6 +42,12 @@ from typing import Callable
 
 import numpy as np
 
+# numpy loads ``numpy.random`` lazily, on first use. The schedule thread's first use (the epoch's
+# order) may come while the main thread forks DataLoader workers, and a child forked while another
+# thread holds a module's import lock deadlocks on it (torch's worker seeds ``np.random`` first
+# thing). Imported here, in the importing thread, before any schedule thread exists.
+import numpy.random  # noqa: F401, E402
+
 from streaming.coord import Lease, SharedDir
 from streaming.dataset.cache import LOCAL, REMOTE, ShardCache
 from streaming.order.first_use import iter_first_uses, last_uses, sample_time

@@ -30,6 +30,7 @@ from streaming.storage.errors import MissingDependencyError, TransientError
 from streaming.storage.objects import ObjectInfo, Response
 from streaming.storage.retry import THROTTLED_STATUSES, retry_after
 from streaming.storage.secrets import redact
+from streaming.storage.transport import object_size
 
 __all__ = ['AzureBackend', 'AzureDataLakeBackend']
 
@@ -150,7 +151,11 @@ class AzureBackend(Backend):
         except Exception as error:
             raise self._translate(url, error) from None
         props = downloader.properties
-        return Response(ObjectInfo(int(props.size), props.etag), self._chunks(url, downloader))
+        # ``props.size`` is the length of the range read; the object's size follows the slash
+        # of ``content_range`` (the SDK fills it for whole-object reads too).
+        total = object_size(getattr(props, 'content_range', None), str(props.size),
+                            bool(start or end is not None))
+        return Response(ObjectInfo(total, props.etag), self._chunks(url, downloader))
 
     def _chunks(self, url: str, downloader: Any) -> Iterator[bytes]:
         try:
