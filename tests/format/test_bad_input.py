@@ -394,7 +394,7 @@ def _set(key: str, value: Any) -> Callable[[dict[str, Any]], Any]:
     (_drop('column_encodings'), 'column_encodings'),
     (_set('column_names', 'text'), 'column_names'),
     (_set('column_sizes', [None]), 'column_sizes'),
-    (_set('format', 'parquet'), 'parquet'),
+    (_set('format', 'avro'), 'avro'),  # parquet is a registered (source) format now
     (_drop('format'), 'format'),
     (_set('version', 1), 'version'),
     (_set('compression', 'zstd'), 'zip_data'),
