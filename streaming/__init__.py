@@ -26,6 +26,7 @@ _LAZY = {'LocalDataset': 'streaming.local_dataset', 'Stream': 'streaming.dataset
 if TYPE_CHECKING:  # Type checkers see the real classes (py.typed); at run time they stay lazy.
     from streaming.dataloader import StreamingDataLoader
     from streaming.dataset.dataset import StreamingDataset
+    from streaming.dataset.sources import SourceStream
     from streaming.dataset.stream import Stream
     from streaming.local_dataset import LocalDataset
     from streaming.world import World

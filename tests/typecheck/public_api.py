@@ -18,6 +18,7 @@ from streaming import (
     JSONWriter,
     LocalDataset,
     MDSWriter,
+    SourceStream,
     Stream,
     StreamingDataLoader,
     StreamingDataset,
@@ -90,3 +91,10 @@ def not_any(dataset: StreamingDataset, loader: StreamingDataLoader, stream: Stre
 
 version: str = __version__
 names: list[str] = streaming.__all__
+
+
+def parquet_stream(remote: str) -> None:
+    source = SourceStream(remote=remote, columns=['id', 'text'])
+    assert_type(source, SourceStream)
+    dataset = StreamingDataset(streams=[source], batch_size=8)
+    assert_type(dataset, StreamingDataset)
