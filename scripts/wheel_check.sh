@@ -128,7 +128,9 @@ step "example and the streaming command ran from the installed wheel"
 # 3. The s3 extra, from the same wheel.
 "${PIP[@]}" "shardflow[s3] @ file://$WHEEL"
 "$ENV/bin/python" -m pip check
-"$ENV/bin/python" -P "$ROOT/scripts/extras_smoke.py" check s3
+# Built and its URL parsed only: the round trip against moto is check_extras.sh's job, so
+# CI's STREAMING_REQUIRE_EMULATORS=1 (no endpoints are passed here) does not apply.
+STREAMING_REQUIRE_EMULATORS=0 "$ENV/bin/python" -P "$ROOT/scripts/extras_smoke.py" check s3
 step "pip install \"shardflow[s3] @ <wheel>\" works"
 
 # 4. The public API under mypy --strict, through py.typed.
