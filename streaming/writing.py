@@ -89,8 +89,12 @@ class UploadingWriter(Writer):
 
     @property
     def shards(self) -> list[dict[str, Any]]:
-        """The index entries of the shards finished so far (the reference's attribute)."""
-        self._collect_done()
+        """The index entries of every shard flushed so far (the reference's attribute).
+
+        Shards are compressed and written on a thread pool; this waits for the ones already
+        flushed, so the list is what the reference's synchronous writer would hold.
+        """
+        self._collect_all()
         return self._shards
 
     @property

@@ -179,6 +179,11 @@ class Writer:
         while self._pending and self._pending[0].done():
             self._shards.append(self._pending.pop(0).result())
 
+    def _collect_all(self) -> None:
+        """Wait for every shard flushed so far and record its index entry, in shard order."""
+        while self._pending:
+            self._shards.append(self._pending.pop(0).result())
+
     def _raise_pending_errors(self) -> None:
         for future in self._pending:
             if future.done() and future.exception() is not None:
@@ -191,9 +196,7 @@ class Writer:
         self._finished = True
         try:
             self.flush_shard()
-            for future in self._pending:
-                self._shards.append(future.result())
-            self._pending = []
+            self._collect_all()
             path = os.path.join(self.local, INDEX_BASENAME)
             try:
                 write_index(path, self._shards)

@@ -121,6 +121,22 @@ def test_shards_are_filled_greedily(tmp_path: Any) -> None:
     assert sum(s['samples'] for s in shards) == 100
 
 
+def test_shards_lists_every_flushed_shard_before_finish(tmp_path: Any) -> None:
+    # The reference's writer appends a shard's entry when it is flushed; ours compresses and
+    # writes on a thread pool, and `shards` must still list every shard flushed so far (it
+    # raced with the pool before: an empty list under load).
+    with MDSWriter(out=str(tmp_path), columns=COLUMNS, size_limit=600,
+                   compression='zstd') as writer:
+        for i, sample in enumerate(_samples(200)):
+            writer.write(sample)
+            if i % 50 == 49:
+                flushed = writer.shard_id
+                assert flushed > 0
+                assert [s['raw_data']['basename'] for s in writer.shards] == \
+                    [f'shard.{n:05d}.mds' for n in range(flushed)]
+    assert sum(s['samples'] for s in writer.shards) == 200
+
+
 def test_oversized_sample_gets_its_own_shard(tmp_path: Any) -> None:
     root = str(tmp_path)
     big = b'B' * 5000
