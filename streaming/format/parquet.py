@@ -2,7 +2,7 @@
 
 Indexing reads each file's footer (its last 64 KiB, one more range if the footer is longer)
 and records, per row group, its row count and each column chunk's byte range. A unit is a run
-of consecutive row groups of one file of about ``unit_bytes`` (default 32 MiB; a larger row
+of consecutive row groups of one file of about ``unit_bytes`` (default 8 MiB; a larger row
 group is a unit alone). Its shard is the local file made of the chunks of the projected columns
 followed by the footer; ``ParquetReader`` copies those ranges to their offsets in an anonymous,
 lazily backed map of the source's size and decodes it with ``pyarrow.parquet`` as if it were the
@@ -60,7 +60,7 @@ class ParquetSource(SourceFormat):
 
     name = 'parquet'
     extensions = ('.parquet', '.parq', '.pq')
-    options = {'unit_bytes': 32 << 20}  # Consecutive row groups up to this many bytes a unit.
+    options = {'unit_bytes': 8 << 20}  # Consecutive row groups up to this many bytes a unit.
 
     def index_ranges(self, where: str, size: int, read: Any,
                      options: dict[str, Any]) -> dict[str, Any]:
@@ -202,6 +202,7 @@ class ParquetReader(SourceReader):
     """One row group of a Parquet file: its projected column chunks and the footer, local."""
 
     def decode(self) -> tuple[Decoded, int]:
+        pq = _pq()
         try:
             import pyarrow as pa
             handle = pa.BufferReader(pa.py_buffer(placed(self.data(), self.ranges,
@@ -212,8 +213,11 @@ class ParquetReader(SourceReader):
         what = f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
         # One thread, no pre-buffering: the ranges are in memory already, and pyarrow's pools
         # only add hand-offs (and threads in every DataLoader worker).
-        table = self.read_table(lambda: _pq().ParquetFile(handle, pre_buffer=False).read_row_groups(
-            range(first, stop), columns=self.columns, use_threads=False), what)
+        def read() -> Any:
+            return pq.ParquetFile(handle, pre_buffer=False).read_row_groups(
+                range(first, stop), columns=self.columns, use_threads=False)
+
+        table = self.read_table(read, what)
         return column_getters(table), table.nbytes
 
 
