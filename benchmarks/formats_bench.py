@@ -1,6 +1,7 @@
 """Parquet streamed as it is: ours (``SourceStream``) vs LitData's ``ParquetLoader`` vs our MDS.
 
-    .venv/bin/python -m benchmarks.formats_bench [--quick] [--repeats 3] [--index-files 10000]
+    .venv/bin/python -m benchmarks.formats_bench [--quick] [--repeats 3] [--index-files N]
+                                                   [--remote]
 
 Read cases: the ``tokens`` (2 KiB per row) and ``images`` (~100 KB binary + int label) samples
 of ``benchmarks/cases/sources.py``, written once as Parquet by ``pyarrow.parquet`` (snappy;
@@ -9,6 +10,14 @@ by our ``MDSWriter`` (uncompressed, 64 MiB shards). One shuffled epoch through e
 DataLoader (batch 32, default collate) with 0 and 2 workers, each run in a fresh process with a
 fresh cache, alternating implementations for ``--repeats`` rounds; samples/s (whole epoch,
 including the first fetch of every row group into our cache) and time to first batch, medians.
+
+Remote case (``--remote``): the ``images`` Parquet files on a moto S3 server behind
+``benchmarks.linkemu``'s proxy (same-region profile: 40 ms to first byte, 12 MB/s per connection,
+96 MB/s for the link), one cold shuffled epoch with 0 workers, the clock started before the
+dataset is built (so indexing counts: ours reads the files' footers, LitData its ``index.json``,
+uploaded beside them); time to first batch, samples/s, and the bytes that crossed the link over
+the projected columns' compressed size (ours reads ``columns=['image']``; LitData has no
+projection and fetches whole files).
 
 Index case: ``--index-files`` tiny Parquet files on a moto S3 server (its own process), indexed
 by ``streaming index``'s code path; seconds and the GET/LIST requests it made.
@@ -53,8 +62,34 @@ def _worker_litdata(path: str, workers: int, cache: str) -> dict:
     return _epoch(StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers, **context))
 
 
-def _epoch(loader) -> dict:  # noqa: ANN001
+def _worker_remote(impl: str, url: str, workers: int, cache: str, endpoint: str,
+                   columns: list[str] | None) -> dict:
+    """A cold epoch from S3 at ``endpoint``, the clock started before the dataset is built."""
+    os.environ.update({'AWS_ACCESS_KEY_ID': 'testing', 'AWS_SECRET_ACCESS_KEY': 'testing',
+                       'AWS_DEFAULT_REGION': 'us-east-1'})
+    if impl == 'litdata':
+        from litdata import StreamingDataLoader, StreamingDataset
+        from litdata.streaming import downloader
+        from litdata.streaming.item_loader import ParquetLoader
+        options = getattr(downloader, '_OBSTORE_CLIENT_OPTIONS', None)
+        if isinstance(options, dict):  # Plain http to the loopback proxy (see cases/remote.py).
+            options['allow_http'] = 'true'
+        started = time.perf_counter()
+        dataset = StreamingDataset(url, item_loader=ParquetLoader(), shuffle=True,
+                                   cache_dir=cache, storage_options={'endpoint_url': endpoint})
+        context = {'multiprocessing_context': 'spawn'} if workers else {}
+        loader = StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers, **context)
+        return _epoch(loader, started)
+    os.environ['S3_ENDPOINT_URL'] = endpoint
+    from streaming import SourceStream, StreamingDataLoader, StreamingDataset
     started = time.perf_counter()
+    dataset = StreamingDataset(streams=[SourceStream(remote=url, local=cache, columns=columns)],
+                               batch_size=BATCH, shuffle=True)
+    return _epoch(StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers), started)
+
+
+def _epoch(loader, started: float | None = None) -> dict:  # noqa: ANN001
+    started = time.perf_counter() if started is None else started
     first = None
     samples = 0
     for batch in loader:
@@ -69,8 +104,13 @@ def _epoch(loader) -> dict:  # noqa: ANN001
 
 def worker_main(argv: list[str]) -> None:
     impl, kind, path, workers, cache = argv[0], argv[1], argv[2], int(argv[3]), argv[4]
-    result = _worker_litdata(path, workers, cache) if impl == 'litdata' else \
-        _worker_ours(kind, path, workers, cache)
+    if kind == 'remote':
+        result = _worker_remote(impl, path, workers, cache, argv[5],
+                                argv[6].split(',') if argv[6] else None)
+    elif impl == 'litdata':
+        result = _worker_litdata(path, workers, cache)
+    else:
+        result = _worker_ours(kind, path, workers, cache)
     print('RESULT ' + json.dumps(result), flush=True)
 
 
@@ -117,7 +157,8 @@ def litdata_index(parquet_dir: str) -> None:
                     parquet_dir], check=True, capture_output=True)
 
 
-def run_once(impl: str, kind: str, path: str, workers: int, scratch: str) -> dict:
+def run_once(impl: str, kind: str, path: str, workers: int, scratch: str,
+             extra: tuple[str, ...] = ()) -> dict:
     import shutil
     import uuid
     cache = os.path.join(scratch, f'cache-{uuid.uuid4().hex[:8]}')
@@ -127,7 +168,8 @@ def run_once(impl: str, kind: str, path: str, workers: int, scratch: str) -> dic
         {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
     try:
         proc = subprocess.run([python, os.path.abspath(__file__), 'worker', impl, kind, path,
-                               str(workers), cache], capture_output=True, text=True, env=env,
+                               str(workers), cache, *extra], capture_output=True, text=True,
+                              env=env,
                               timeout=1800, cwd=scratch)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -165,6 +207,70 @@ def read_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows
+
+
+# ---- remote: S3 through the link emulator --------------------------------------------------
+REMOTE_COLUMNS = ['image']
+
+
+def projected_bytes(parquet_dir: str, columns: list[str] | None) -> int:
+    """The compressed size of ``columns`` (all if None) over the files' row groups."""
+    import pyarrow.parquet as pq
+    total = 0
+    for name in sorted(os.listdir(parquet_dir)):
+        if not name.endswith('.parquet'):
+            continue
+        meta = pq.read_metadata(os.path.join(parquet_dir, name))
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            for c in range(group.num_columns):
+                column = group.column(c)
+                if columns is None or column.path_in_schema.split('.')[0] in columns:
+                    total += column.total_compressed_size
+    return total
+
+
+def remote_case(data_dir: str, scale: float, repeats: int, profile_name: str) -> dict:
+    """Ours and LitData, cold shuffled epochs of ``images`` from moto behind the link emulator."""
+    from benchmarks.linkemu import PROFILES, LinkEmulator
+    from benchmarks.s3 import MotoServer
+    samples = int(2_000 * scale)
+    parquet_dir, _ = make_data(data_dir, 'images', samples)
+    litdata_index(parquet_dir)
+    scratch = os.path.join(data_dir, 'scratch')
+    os.makedirs(scratch, exist_ok=True)
+    projected = {'ours': projected_bytes(parquet_dir, REMOTE_COLUMNS),
+                 'litdata': projected_bytes(parquet_dir, None)}
+    runs: dict[str, list[dict]] = {'ours': [], 'litdata': []}
+    with MotoServer('formats') as s3:
+        client = s3.client()
+        for name in sorted(os.listdir(parquet_dir)):  # Not our sidecar: ours indexes cold.
+            if name.endswith('.parquet') or name == 'index.json':
+                client.upload_file(os.path.join(parquet_dir, name), 'formats',
+                                   f'images/{name}')
+        with LinkEmulator(s3.endpoint, PROFILES[profile_name]) as link:
+            for _ in range(repeats):
+                for impl in runs:
+                    link.reset()
+                    columns = ','.join(REMOTE_COLUMNS) if impl == 'ours' else ''
+                    result = run_once(impl, 'remote', 's3://formats/images', 0, scratch,
+                                      (link.endpoint, columns))
+                    stats = link.stats()
+                    result.update(bytes_fetched=stats['bytes_out'],
+                                  gets=stats['get_requests'],
+                                  fetched_over_projected=stats['bytes_out'] / projected[impl])
+                    assert result['samples'] == samples, (impl, result)
+                    runs[impl].append(result)
+                    print(impl, json.dumps(result), flush=True)
+    out: dict = {'dataset': 'images', 'samples': samples, 'profile': profile_name,
+                 'workers': 0, 'ours columns': REMOTE_COLUMNS,
+                 'projected bytes': projected}
+    for impl, results in runs.items():
+        for key in ('samples_per_s', 'first_batch_s', 'bytes_fetched', 'gets',
+                    'fetched_over_projected'):
+            out[f'{impl} {key}'] = statistics.median(r[key] for r in results)
+    out['first batch ours / litdata'] = out['ours first_batch_s'] / out['litdata first_batch_s']
+    return out
 
 
 # ---- index build on moto ------------------------------------------------------------------
@@ -233,6 +339,9 @@ def main() -> None:
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--index-files', type=int, default=10_000)
     parser.add_argument('--skip-read', action='store_true')
+    parser.add_argument('--remote', action='store_true',
+                        help='also the S3 case through the link emulator')
+    parser.add_argument('--profile', default='same-region', help='the link profile (--remote)')
     parser.add_argument('--data-dir', default=os.path.join(REPO, 'benchmarks', '.data',
                                                            'formats'))
     args = parser.parse_args()
@@ -248,6 +357,9 @@ def main() -> None:
     when = {'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(), 'quick': args.quick}
     if not args.skip_read:
         results['read'] = {**when, 'cases': read_cases(data_dir, scale, repeats)}
+    if args.remote:
+        results['remote'] = {**when, **remote_case(data_dir, scale, repeats, args.profile)}
+        print(json.dumps(results['remote']), flush=True)
     if args.index_files:
         results['index'] = {**when, **index_case(args.index_files, data_dir)}
         print(json.dumps(results['index']), flush=True)

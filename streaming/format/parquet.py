@@ -2,11 +2,13 @@
 
 Indexing reads each file's footer (its last 64 KiB, one more range if the footer is longer)
 and records, per row group, its row count and each column chunk's byte range. A unit is a run
-of consecutive row groups of one file of about ``unit_bytes`` (default 32 MiB; a larger row
+of consecutive row groups of one file of about ``unit_bytes`` (default 8 MiB; a larger row
 group is a unit alone). Its shard is the local file made of the chunks of the projected columns
-followed by the footer; ``ParquetReader`` decodes it with ``pyarrow.parquet`` as if it were the
-whole file (reads outside the ranges it holds see zeros, and only the footer's tail is ever read
-there).
+followed by the footer; ``ParquetReader`` copies those ranges to their offsets in an anonymous,
+lazily backed map of the source's size and decodes it with ``pyarrow.parquet`` as if it were the
+whole file, natively and on one thread (bytes outside the ranges read as zeros; only the footer's
+tail is ever read there). Where such a map cannot be made, a Python file object over the local
+file (``RangeFile``) does the same, slower.
 
 pyarrow is imported when a Parquet file is first indexed or read, never at ``import streaming``.
 """
@@ -14,7 +16,9 @@ pyarrow is imported when a Parquet file is first indexed or read, never at ``imp
 from __future__ import annotations
 
 import bisect
+import mmap
 import struct
+import sys
 from typing import Any
 
 from streaming.errors import SourceFileError
@@ -27,6 +31,9 @@ __all__ = ['ParquetSource', 'ParquetReader', 'RangeFile']
 
 MAGIC = b'PAR1'
 TAIL = 64 << 10  # Bytes read from the end of a file to find its footer in one request.
+# Linux's MAP_NORESERVE (not in Python 3.11's mmap): a map of the source's size reserves no
+# memory; only the pages the unit's ranges are copied to are ever touched.
+_NORESERVE = 0x4000 if sys.platform.startswith('linux') else 0
 
 
 def _pq() -> Any:
@@ -53,7 +60,7 @@ class ParquetSource(SourceFormat):
 
     name = 'parquet'
     extensions = ('.parquet', '.parq', '.pq')
-    options = {'unit_bytes': 32 << 20}  # Consecutive row groups up to this many bytes a unit.
+    options = {'unit_bytes': 8 << 20}  # Consecutive row groups up to this many bytes a unit.
 
     def index_ranges(self, where: str, size: int, read: Any,
                      options: dict[str, Any]) -> dict[str, Any]:
@@ -175,15 +182,42 @@ class RangeFile:
         self.closed = True
 
 
+def placed(data: Any, ranges: list[list[int]], size: int) -> Any:
+    """``data`` (the ``ranges`` end to end) copied to their offsets in a map of ``size`` bytes.
+
+    The map is anonymous and lazily backed: pages outside the ranges are never touched and read
+    as zeros. pyarrow decodes from it natively (no Python file object, no GIL per read).
+    """
+    flags = getattr(mmap, 'MAP_PRIVATE', 0) | getattr(mmap, 'MAP_ANONYMOUS', 0) | _NORESERVE
+    out = mmap.mmap(-1, size, flags=flags) if flags else mmap.mmap(-1, size)
+    with memoryview(data) as view:
+        local = 0
+        for start, length in ranges:
+            out[start:start + length] = view[local:local + length]
+            local += length
+    return out
+
+
 class ParquetReader(SourceReader):
     """One row group of a Parquet file: its projected column chunks and the footer, local."""
 
     def decode(self) -> tuple[Decoded, int]:
-        handle = RangeFile(self.data(), self.ranges, self.source_size)
+        pq = _pq()
+        try:
+            import pyarrow as pa
+            handle = pa.BufferReader(pa.py_buffer(placed(self.data(), self.ranges,
+                                                         self.source_size)))
+        except (OSError, ValueError, OverflowError):  # No room for the map: a file object.
+            handle = RangeFile(self.data(), self.ranges, self.source_size)
         first, stop = self.row_groups or (self.unit, self.unit + 1)
         what = f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
-        table = self.read_table(lambda: _pq().ParquetFile(handle).read_row_groups(
-            range(first, stop), columns=self.columns), what)
+        # One thread, no pre-buffering: the ranges are in memory already, and pyarrow's pools
+        # only add hand-offs (and threads in every DataLoader worker).
+        def read() -> Any:
+            return pq.ParquetFile(handle, pre_buffer=False).read_row_groups(
+                range(first, stop), columns=self.columns, use_threads=False)
+
+        table = self.read_table(read, what)
         return column_getters(table), table.nbytes
 
 

@@ -59,6 +59,29 @@ def test_every_value_as_pyarrow_reads_it(tmp_path, compression, row_group_size) 
     assert isinstance(sample['id'], int)
 
 
+def test_placed_ranges_and_the_file_object_fallback_read_the_same(tmp_path,
+                                                                monkeypatch) -> None:
+    from streaming.format import parquet
+    data = b'abcdefghij'
+    ranges = [[3, 4], [20, 6]]
+    placed = parquet.placed(data, ranges, 30)
+    assert len(placed) == 30
+    assert placed[3:7] == b'abcd' and placed[20:26] == b'efghij'
+    assert placed[:3] == bytes(3) and placed[7:20] == bytes(13) and placed[26:] == bytes(4)
+    handle = parquet.RangeFile(data, ranges, 30)
+    assert handle.read() == placed[:]
+    root = str(tmp_path / 'data')
+    write_parquet(root, row_group_size=100)
+    expected = _expected(root)
+
+    def no_room(*args):
+        raise OSError('no room')
+
+    monkeypatch.setattr(parquet, 'placed', no_room)  # No anonymous map: the file object.
+    dataset = _dataset(root, tmp_path)
+    assert [_plain(dataset[i]) for i in range(len(dataset))] == expected
+
+
 def test_row_groups_grouped_into_units_of_unit_bytes(tmp_path) -> None:
     root = str(tmp_path / 'data')
     write_parquet(root, row_group_size=20)  # 13 row groups per file, a few KiB each.
