@@ -191,20 +191,13 @@ class KernelLink:
 
     # ---- use ------------------------------------------------------------------------------
     def client(self):  # noqa: ANN201 - boto3 clients have no importable type
-        import boto3
-        return boto3.client('s3', endpoint_url=self.endpoint, region_name='us-east-1',
-                            aws_access_key_id='testing', aws_secret_access_key='testing')
+        from benchmarks.s3 import s3_client
+        return s3_client(self.endpoint)
 
     def upload_dir(self, directory: str, prefix: str) -> int:
         """Upload every file of ``directory`` under ``prefix``; returns the bytes uploaded."""
-        client = self.client()
-        total = 0
-        for name in sorted(os.listdir(directory)):
-            path = os.path.join(directory, name)
-            if os.path.isfile(path):
-                client.upload_file(path, self.bucket, f'{prefix}/{name}')
-                total += os.path.getsize(path)
-        return total
+        from benchmarks.s3 import upload_dir
+        return upload_dir(self.client(), self.bucket, directory, prefix)
 
     def _control(self, method: str, what: str) -> dict[str, Any]:
         request = urllib.request.Request(f'{self.endpoint}{CONTROL}{what}',
