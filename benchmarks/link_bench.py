@@ -165,19 +165,22 @@ def self_check_lines(path: str) -> list[str]:
     if not os.path.exists(path):
         return []
     lines = ['What the emulator itself delivered at the time (`python -m benchmarks.linkemu '
-             '--self-check --profile P --seconds 2 --json`, moto and the proxy on the same 2 '
-             'cores):', '',
-             '| profile (TTFB, per connection, link) | TTFB ms | one connection MB/s | '
-             'connections | aggregate MB/s (share of link) |', '|---|---|---|---|---|']
+             '--self-check --profile P --mode M --seconds 2 --json`; *kernel*: moto in a network '
+             'namespace shaped by tc, *proxy*: the asyncio proxy; all on the same 2 cores):', '',
+             '| link | profile (TTFB, per connection, link) | TTFB ms | one connection MB/s | '
+             'connections | aggregate MB/s (share of link) | load |',
+             '|---|---|---|---|---|---|---|']
     with open(path) as f:
         for line in f:
             c = json.loads(line)
             p = c['profile']
-            lines.append(f'| {p["ttfb"] * 1e3:.0f} ms, {p["conn_rate"] / 1e6:.0f} MB/s, '
+            lines.append(f'| {c.get("mode", "proxy")} | {p["ttfb"] * 1e3:.0f} ms, '
+                         f'{p["conn_rate"] / 1e6:.0f} MB/s, '
                          f'{p["link_rate"] / 1e6:.0f} MB/s | {c["ttfb_s"] * 1e3:.1f} | '
                          f'{c["one_connection_mb_per_s"]:.1f} | {c["connections"]} | '
                          f'{c["aggregate_mb_per_s"]:.1f} '
-                         f'({c["aggregate_mb_per_s"] * 1e6 / p["link_rate"]:.2f}) |')
+                         f'({c["aggregate_mb_per_s"] * 1e6 / p["link_rate"]:.2f}) | '
+                         f'{c.get("load", "-")} |')
     return lines + ['']
 
 
@@ -192,9 +195,10 @@ def saved_section(results_dir: str) -> list[str]:
             saved = json.load(f)
         shown = _without_runs(saved['results'])
         load = ', '.join(f'{x:.1f}' for x in saved.get('load', []))
-        lines += [f'`python -m benchmarks.link_bench {options} --out '
-                  f'benchmarks/results/{name}` (run of {saved["date"]}, load average after: '
-                  f'{load}):', '', table(shown)]
+        link = saved.get('link', 'proxy')
+        lines += [f'`python -m benchmarks.link_bench {options} --link {link} --out '
+                  f'benchmarks/results/{name}` ({link} link; run of {saved["date"]}, load '
+                  f'average after: {load}):', '', table(shown)]
     return lines
 
 

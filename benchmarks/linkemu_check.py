@@ -110,6 +110,7 @@ def self_check(profile: Profile, seconds: float = 2.0, connections: int | None =
             r['bytes'] / (r['end'] - r['first']) / 1e6 for r in results),
         'many_connections_stats': many_stats,
         'probe_stats': probe_stats,
+        'load': round(os.getloadavg()[0], 1),
     }
 
 
