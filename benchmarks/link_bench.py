@@ -4,9 +4,12 @@ The case of issue 19: 300 MB of ~100 KB samples in ~74 shards of ~4 MB (``images
 3,000 samples), ``StreamingDataset(remote='s3://...', local=<empty>, shuffle=True,
 batch_size=32)`` through ``StreamingDataLoader(ds, batch_size=32, num_workers=2)`` (LitData: its
 own ``StreamingDataset`` / ``StreamingDataLoader``), every setting default, into a fresh cache.
-moto serves the bucket; ``benchmarks.linkemu`` stands between it and the readers with the
-profile's time to first byte and rate caps. For each profile and repeat, the implementations run
-one after another in fresh processes, the link's counters reset before each run.
+moto serves the bucket behind the link emulator, with the profile's time to first byte and
+rate caps: by default the kernel link (``benchmarks.linkemu_kernel``: moto in a network
+namespace, htb on its veth, no user-space copy), or the asyncio proxy (``benchmarks.linkemu``)
+with ``--link proxy`` or where the kernel link cannot be set up (the reason is printed). For
+each profile and repeat, the implementations run one after another in fresh processes, the
+link's counters reset before each run.
 
 Reported per implementation (medians over repeats, min-max): payload MB/s over the epoch (the
 clock starts before the dataset is built), share of the link (bytes through the link per second
@@ -31,9 +34,9 @@ from typing import Any
 from benchmarks.cases import sources
 from benchmarks.config import LITDATA, OURS, REFERENCE
 from benchmarks.envs import pythons
-from benchmarks.linkemu import PROFILES, LinkEmulator
+from benchmarks.linkemu import PROFILES
+from benchmarks.linkemu_kernel import open_link
 from benchmarks.runner import run_worker
-from benchmarks.s3 import MotoServer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = 3000
@@ -74,7 +77,7 @@ def _dir_bytes(directory: str) -> int:
                if os.path.isfile(os.path.join(directory, n)))
 
 
-def one_run(impl: str, python: str, link: LinkEmulator, profile_rate: float, total: int,
+def one_run(impl: str, python: str, link: Any, profile_rate: float, total: int,
             params: dict[str, Any], scratch: str, timeout: float) -> dict[str, Any]:
     link.reset()
     result = run_worker(python, 'remote.py', impl, {**params, 'endpoint': link.endpoint},
@@ -162,19 +165,22 @@ def self_check_lines(path: str) -> list[str]:
     if not os.path.exists(path):
         return []
     lines = ['What the emulator itself delivered at the time (`python -m benchmarks.linkemu '
-             '--self-check --profile P --seconds 2 --json`, moto and the proxy on the same 2 '
-             'cores):', '',
-             '| profile (TTFB, per connection, link) | TTFB ms | one connection MB/s | '
-             'connections | aggregate MB/s (share of link) |', '|---|---|---|---|---|']
+             '--self-check --profile P --mode M --seconds 2 --json`; *kernel*: moto in a network '
+             'namespace shaped by tc, *proxy*: the asyncio proxy; all on the same 2 cores):', '',
+             '| link | profile (TTFB, per connection, link) | TTFB ms | one connection MB/s | '
+             'connections | aggregate MB/s (share of link) | load |',
+             '|---|---|---|---|---|---|---|']
     with open(path) as f:
         for line in f:
             c = json.loads(line)
             p = c['profile']
-            lines.append(f'| {p["ttfb"] * 1e3:.0f} ms, {p["conn_rate"] / 1e6:.0f} MB/s, '
+            lines.append(f'| {c.get("mode", "proxy")} | {p["ttfb"] * 1e3:.0f} ms, '
+                         f'{p["conn_rate"] / 1e6:.0f} MB/s, '
                          f'{p["link_rate"] / 1e6:.0f} MB/s | {c["ttfb_s"] * 1e3:.1f} | '
                          f'{c["one_connection_mb_per_s"]:.1f} | {c["connections"]} | '
                          f'{c["aggregate_mb_per_s"]:.1f} '
-                         f'({c["aggregate_mb_per_s"] * 1e6 / p["link_rate"]:.2f}) |')
+                         f'({c["aggregate_mb_per_s"] * 1e6 / p["link_rate"]:.2f}) | '
+                         f'{c.get("load", "-")} |')
     return lines + ['']
 
 
@@ -189,9 +195,10 @@ def saved_section(results_dir: str) -> list[str]:
             saved = json.load(f)
         shown = _without_runs(saved['results'])
         load = ', '.join(f'{x:.1f}' for x in saved.get('load', []))
-        lines += [f'`python -m benchmarks.link_bench {options} --out '
-                  f'benchmarks/results/{name}` (run of {saved["date"]}, load average after: '
-                  f'{load}):', '', table(shown)]
+        link = saved.get('link', 'proxy')
+        lines += [f'`python -m benchmarks.link_bench {options} --link {link} --out '
+                  f'benchmarks/results/{name}` ({link} link; run of {saved["date"]}, load '
+                  f'average after: {load}):', '', table(shown)]
     return lines
 
 
@@ -205,6 +212,8 @@ def main(argv: list[str] | None = None) -> None:
                         help='also run the epoch with cache_limit at 25%% of the dataset')
     parser.add_argument('--only-cache-limit', action='store_true')
     parser.add_argument('--timeout', type=float, default=300, help='seconds per run')
+    parser.add_argument('--link', choices=['auto', 'kernel', 'proxy'], default='auto',
+                        help='the emulator: kernel (netns + tc), proxy, or kernel if possible')
     parser.add_argument('--data-dir', default=os.path.join(REPO, 'benchmarks', '.data', 'link'))
     parser.add_argument('--out', default=os.path.join(REPO, 'benchmarks', 'results',
                                                       'link.json'))
@@ -215,41 +224,42 @@ def main(argv: list[str] | None = None) -> None:
     payload = sources.Source(args.data_dir, 'images').total_payload_bytes() / SAMPLES
     results: dict[str, Any] = {}
     os.environ.update({'AWS_ACCESS_KEY_ID': 'testing', 'AWS_SECRET_ACCESS_KEY': 'testing'})
-    with MotoServer('linkbench') as s3:
-        totals = {impl: s3.upload_dir(dirs[impl], f'{impl}/images') for impl in args.impls}
+    with open_link(PROFILES['uncapped'], 'linkbench', args.link) as link:
+        _log(f'link emulator: {link.mode}')
+        totals = {impl: link.upload_dir(dirs[impl], f'{impl}/images') for impl in args.impls}
         limits = [None] * (not args.only_cache_limit) + \
             [0.25] * (args.cache_limit or args.only_cache_limit)
         for name in args.profiles:
             profile = PROFILES[name]
-            with LinkEmulator(s3.endpoint, profile) as link:
-                for fraction in limits:
-                    case = f'{name}' + ('' if fraction is None else ', cache_limit 25%')
-                    runs: dict[str, list] = {impl: [] for impl in args.impls}
-                    for repeat in range(args.repeats):
-                        for impl in args.impls:
-                            params = {'bucket': 'linkbench', 'prefix': f'{impl}/images',
-                                      'scratch': scratch, 'batch_size': 32, 'num_workers': 2,
-                                      'shuffle': True, 'payload_per_sample': payload,
-                                      'watch_disk': True,
-                                      'cache_limit': None if fraction is None else
-                                      int(totals[impl] * fraction)}
-                            result = one_run(impl, python[impl], link, profile.link_rate,
-                                             totals[impl], params, scratch, args.timeout)
-                            runs[impl].append(result)
-                            m = result.get('metrics', {})
-                            _log(f'{case} #{repeat} {impl}: {result["status"]} '
-                                 f'{m.get("mb_per_s", 0):.1f} MB/s, share '
-                                 f'{m.get("link_share", 0):.2f}, first batch '
-                                 f'{m.get("first_batch_s", 0):.2f} s, in flight '
-                                 f'{m.get("max_in_flight", 0)}/{m.get("mean_in_flight", 0):.1f}'
-                                 f'{"" if result["status"] == "ok" else result.get("reason")}')
-                    results[case] = {impl: summarise(r) for impl, r in runs.items()}
-                    results[case]['_runs'] = runs  # type: ignore[assignment]
+            link.set_profile(profile)
+            for fraction in limits:
+                case = f'{name}' + ('' if fraction is None else ', cache_limit 25%')
+                runs: dict[str, list] = {impl: [] for impl in args.impls}
+                for repeat in range(args.repeats):
+                    for impl in args.impls:
+                        params = {'bucket': 'linkbench', 'prefix': f'{impl}/images',
+                                  'scratch': scratch, 'batch_size': 32, 'num_workers': 2,
+                                  'shuffle': True, 'payload_per_sample': payload,
+                                  'watch_disk': True,
+                                  'cache_limit': None if fraction is None else
+                                  int(totals[impl] * fraction)}
+                        result = one_run(impl, python[impl], link, profile.link_rate,
+                                         totals[impl], params, scratch, args.timeout)
+                        runs[impl].append(result)
+                        m = result.get('metrics', {})
+                        _log(f'{case} #{repeat} {impl}: {result["status"]} '
+                             f'{m.get("mb_per_s", 0):.1f} MB/s, share '
+                             f'{m.get("link_share", 0):.2f}, first batch '
+                             f'{m.get("first_batch_s", 0):.2f} s, in flight '
+                             f'{m.get("max_in_flight", 0)}/{m.get("mean_in_flight", 0):.1f}'
+                             f'{"" if result["status"] == "ok" else result.get("reason")}')
+                results[case] = {impl: summarise(r) for impl, r in runs.items()}
+                results[case]['_runs'] = runs  # type: ignore[assignment]
     shown = _without_runs(results)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, 'w') as f:
         json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(),
-                   'results': results}, f, indent=1, default=str)
+                   'link': link.mode, 'results': results}, f, indent=1, default=str)
     print(table(shown))
 
 

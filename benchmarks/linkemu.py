@@ -17,10 +17,13 @@ through unchanged (uploads are not throttled). It counts what crosses it: reques
 time-weighted mean over the busy span), readable as JSON at ``GET /__linkemu__/stats`` and reset
 by ``POST /__linkemu__/reset`` (``LinkEmulator.stats()`` / ``.reset()``).
 
-The proxy is one asyncio process. ``--self-check`` starts moto and the proxy and prints what the
-link really delivers, with one and with many connections::
+The proxy is one asyncio process: on 2 cores it is itself the first bottleneck (~0.7 of a
+96 MB/s link). ``benchmarks.linkemu_kernel`` shapes the same profiles in the kernel (moto in a
+network namespace, htb on its veth) and is what ``--self-check`` and ``link_bench`` use when it
+can be set up (``--mode``). ``--self-check`` starts moto and the link and prints what the link
+really delivers, with one and with many connections::
 
-    .venv/bin/python -m benchmarks.linkemu --self-check --profile same-region
+    .venv/bin/python -m benchmarks.linkemu --self-check --profile same-region [--mode proxy]
     .venv/bin/python -m benchmarks.linkemu serve --upstream http://127.0.0.1:PORT --port 8123
 """
 
@@ -407,6 +410,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--seconds', type=float, default=2.0, help='self-check transfer length')
     parser.add_argument('--connections', type=int, help='self-check parallel connections')
     parser.add_argument('--json', action='store_true', help='self-check: print JSON')
+    parser.add_argument('--mode', choices=['auto', 'kernel', 'proxy'], default='auto',
+                        help='self-check: the kernel link (netns + tc, benchmarks.linkemu_kernel),'
+                             ' this proxy, or the kernel one when it can be set up')
     args = parser.parse_args(argv)
     profile = profile_from_args(args.profile, args.ttfb, args.conn_rate, args.link_rate)
     if args.command == 'serve':
@@ -415,7 +421,7 @@ def main(argv: list[str] | None = None) -> None:
         serve(args.upstream, args.port, profile)
     elif args.self_check:
         from benchmarks.linkemu_check import report, self_check
-        check = self_check(profile, args.seconds, args.connections)
+        check = self_check(profile, args.seconds, args.connections, args.mode)
         print(json.dumps(check) if args.json else report(check))
     else:
         parser.error('give serve or --self-check')

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlparse
 
-from benchmarks.linkemu import LinkEmulator, Profile
+from benchmarks.linkemu import Profile
 
 __all__ = ['report', 'self_check', 'timed_get', 'parallel_gets']
 
@@ -38,7 +38,7 @@ def timed_get(endpoint: str, path: str, out: dict[str, Any]) -> None:
         conn.close()
 
 
-def _probe(link: LinkEmulator) -> dict[str, Any]:
+def _probe(link: Any) -> dict[str, Any]:
     """A HEAD and a ranged GET of the small object: the counters as they stand then."""
     parsed = urlparse(link.endpoint)
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
@@ -67,37 +67,40 @@ def parallel_gets(endpoint: str, path: str, count: int) -> list[dict[str, Any]]:
     return results
 
 
-def self_check(profile: Profile, seconds: float = 2.0, connections: int | None = None
-               ) -> dict[str, Any]:
-    """Start moto and the proxy; measure TTFB, one connection's and many connections' MB/s."""
-    from benchmarks.s3 import MotoServer
+def self_check(profile: Profile, seconds: float = 2.0, connections: int | None = None,
+               mode: str = 'auto') -> dict[str, Any]:
+    """Start moto behind a link of ``mode`` (see ``linkemu_kernel.open_link``); measure TTFB,
+    one connection's and many connections' MB/s."""
+    from benchmarks.linkemu_kernel import open_link
     many = connections or max(2, 2 * math.ceil(profile.link_rate / profile.conn_rate))
     many = min(many, 64)
     one_size = int(min(profile.conn_rate * seconds, 256e6))
     many_size = int(min(profile.link_rate * seconds / many, 256e6))
-    with MotoServer('linkemu') as s3:
-        client = s3.client()
+    with open_link(profile, 'linkemu', mode) as link:
+        client = link.client()
         client.put_object(Bucket='linkemu', Key='small', Body=b'x' * 1024, ACL='public-read')
         client.put_object(Bucket='linkemu', Key='one', Body=os.urandom(one_size), ACL='public-read')
         client.put_object(Bucket='linkemu', Key='many', Body=os.urandom(many_size),
                           ACL='public-read')
-        with LinkEmulator(s3.endpoint, profile) as link:
-            ttfbs = []
-            for _ in range(5):
-                out: dict[str, Any] = {}
-                timed_get(link.endpoint, '/linkemu/small', out)
-                ttfbs.append(out['first'] - out['start'])
-            probe_stats = _probe(link)
-            link.reset()
-            one = parallel_gets(link.endpoint, '/linkemu/one', 1)[0]
-            one_stats = link.stats()
-            link.reset()
-            results = parallel_gets(link.endpoint, '/linkemu/many', many)
-            many_stats = link.stats()
+        link_mode = link.mode
+        link.reset()  # The kernel link counts the uploads above (the proxy does not see them).
+        ttfbs = []
+        for _ in range(5):
+            out: dict[str, Any] = {}
+            timed_get(link.endpoint, '/linkemu/small', out)
+            ttfbs.append(out['first'] - out['start'])
+        probe_stats = _probe(link)
+        link.reset()
+        one = parallel_gets(link.endpoint, '/linkemu/one', 1)[0]
+        one_stats = link.stats()
+        link.reset()
+        results = parallel_gets(link.endpoint, '/linkemu/many', many)
+        many_stats = link.stats()
     first = min(r['first'] for r in results)
     end = max(r['end'] for r in results)
     return {
         'profile': asdict(profile),
+        'mode': link_mode,
         'ttfb_s': statistics.median(ttfbs),
         'one_connection_mb_per_s': one['bytes'] / (one['end'] - one['first']) / 1e6,
         'one_connection_stats': one_stats,
@@ -107,6 +110,7 @@ def self_check(profile: Profile, seconds: float = 2.0, connections: int | None =
             r['bytes'] / (r['end'] - r['first']) / 1e6 for r in results),
         'many_connections_stats': many_stats,
         'probe_stats': probe_stats,
+        'load': round(os.getloadavg()[0], 1),
     }
 
 
@@ -114,7 +118,8 @@ def report(check: dict[str, Any]) -> str:
     p = check['profile']
     many = check['many_connections_stats']
     return '\n'.join([
-        f'profile: ttfb {p["ttfb"] * 1e3:.0f} ms, {p["conn_rate"] / 1e6:.0f} MB/s per connection, '
+        f'{check.get("mode", "proxy")} link, profile: ttfb {p["ttfb"] * 1e3:.0f} ms, '
+        f'{p["conn_rate"] / 1e6:.0f} MB/s per connection, '
         f'{p["link_rate"] / 1e6:.0f} MB/s link',
         f'time to first byte (median of 5):   {check["ttfb_s"] * 1e3:7.1f} ms',
         f'one connection:                     {check["one_connection_mb_per_s"]:7.1f} MB/s '

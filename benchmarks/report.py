@@ -186,12 +186,13 @@ def markdown(doc: dict[str, Any], chart_name: str | None) -> str:
 LINK_INTRO = [
     'Section 6 streams from moto on loopback: no time to first byte, no bandwidth cap. Its '
     'ratios are a CPU cost, not what a user sees on a network. Here the same kind of cold '
-    'epoch goes through `benchmarks/linkemu.py` (a proxy in front of moto with a time to first '
-    'byte, a per-connection and a link rate cap; profiles in benchmarks/README.md): issue 19\'s '
+    'epoch goes through the link emulator (a time to first byte, a per-connection and a link '
+    'rate cap; profiles and modes in benchmarks/README.md: the kernel link, moto in a network '
+    'namespace shaped by tc, or the asyncio proxy `benchmarks/linkemu.py`): issue 19\'s '
     'case, 300 MB of ~100 KB samples in ~74 shards of ~4 MB, shuffled, batch_size=32, '
     'DataLoader num_workers=2, fresh cache, every setting default. MB/s counts sample payload '
     'over the epoch (clock started before the dataset is built); share of link is bytes through '
-    'the link per second over its rate; in flight, requests and bytes are counted by the proxy; '
+    'the link per second over its rate; in flight, requests and bytes are counted by the link; '
     'peak cache is the cache directory\'s largest size, sampled every 0.2 s. These runs are '
     'separate from the full run above (`python -m benchmarks.link_bench`).',
     '',

@@ -70,17 +70,26 @@ class MotoServer(ServerProcess):
         return self
 
     def client(self):  # noqa: ANN201 - boto3 clients have no importable type
-        import boto3
-        return boto3.client('s3', endpoint_url=self.endpoint, region_name='us-east-1',
-                            aws_access_key_id='testing', aws_secret_access_key='testing')
+        return s3_client(self.endpoint)
 
     def upload_dir(self, directory: str, prefix: str) -> int:
         """Upload every file of ``directory`` under ``prefix``; returns the bytes uploaded."""
-        client = self.client()
-        total = 0
-        for name in sorted(os.listdir(directory)):
-            path = os.path.join(directory, name)
-            if os.path.isfile(path):
-                client.upload_file(path, self.bucket, f'{prefix}/{name}')
-                total += os.path.getsize(path)
-        return total
+        return upload_dir(self.client(), self.bucket, directory, prefix)
+
+
+def s3_client(endpoint: str):  # noqa: ANN201 - boto3 clients have no importable type
+    """A boto3 S3 client for a local test server at ``endpoint``."""
+    import boto3
+    return boto3.client('s3', endpoint_url=endpoint, region_name='us-east-1',
+                        aws_access_key_id='testing', aws_secret_access_key='testing')
+
+
+def upload_dir(client, bucket: str, directory: str, prefix: str) -> int:  # noqa: ANN001
+    """Upload every file of ``directory`` under ``prefix``; returns the bytes uploaded."""
+    total = 0
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            client.upload_file(path, bucket, f'{prefix}/{name}')
+            total += os.path.getsize(path)
+    return total

@@ -1,4 +1,6 @@
-"""The link emulator (benchmarks/linkemu.py) holds its caps: a small self-check through moto.
+"""The link emulators hold their caps: a small self-check through moto, for the kernel link
+(benchmarks/linkemu_kernel.py: netns + tc; skipped where a namespace cannot be created) and the
+user-space proxy (benchmarks/linkemu.py).
 
 Rates are low (a few MB/s) so that a loaded 2-core machine can still deliver them; the bounds
 are the caps the emulator promises (an upper bound, within its 50 ms burst) and a generous lower
@@ -21,9 +23,21 @@ def test_bucket_paces_to_its_rate_after_its_burst():
     assert bucket.delay(100, now=5.0) == 0.0  # Idle time refills it (up to the burst).
 
 
-def test_self_check_delivers_the_profile_within_tolerance():
+@pytest.fixture(scope='module')
+def kernel_link():
+    from benchmarks.linkemu_kernel import kernel_link_unavailable
+    reason = kernel_link_unavailable()
+    if reason is not None:
+        pytest.skip(f'the kernel link cannot be set up here: {reason}')
+
+
+@pytest.mark.parametrize('mode', ['kernel', 'proxy'])
+def test_self_check_delivers_the_profile_within_tolerance(mode, request):
+    if mode == 'kernel':
+        request.getfixturevalue('kernel_link')
     profile = Profile(ttfb=0.06, conn_rate=4e6, link_rate=10e6)
-    check = self_check(profile, seconds=1.5, connections=6)
+    check = self_check(profile, seconds=1.5, connections=6, mode=mode)
+    assert check['mode'] == mode
     assert 0.055 <= check['ttfb_s'] <= 0.3, check['ttfb_s']
     one = check['one_connection_mb_per_s'] / 4
     assert 0.7 <= one <= 1.15, check['one_connection_mb_per_s']

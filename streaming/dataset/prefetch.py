@@ -42,14 +42,9 @@ from typing import Callable
 
 import numpy as np
 
-# numpy loads ``numpy.random`` lazily, on first use. The schedule thread's first use (the epoch's
-# order) may come while the main thread forks DataLoader workers, and a child forked while another
-# thread holds a module's import lock deadlocks on it (torch's worker seeds ``np.random`` first
-# thing). Imported here, in the importing thread, before any schedule thread exists.
-import numpy.random  # noqa: F401, E402
-
 from streaming.coord import Lease, SharedDir
 from streaming.dataset.cache import LOCAL, REMOTE, ShardCache
+from streaming.dataset.preload import preload_for_downloads
 from streaming.order.first_use import iter_first_uses, last_uses, sample_time
 
 __all__ = ['AUTO_AHEAD_BYTES', 'IN_FLIGHT_ENV', 'Concurrency', 'NodePrefetch', 'Progress',
@@ -177,6 +172,9 @@ class NodePrefetch:
         self.shared, self.cache, self.shard_starts = shared, cache, shard_starts
         self.order_for, self.batch_size, self.ahead = order_for, batch_size, ahead
         self.lease = Lease(shared.file_path('downloader.lease'))
+        # The schedule's threads must never import a module first (a worker forked meanwhile
+        # would deadlock on its import lock): import what they use now, in this thread.
+        preload_for_downloads(cache.streams, cache.shards)
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._start_lock = threading.Lock()

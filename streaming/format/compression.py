@@ -16,8 +16,21 @@ from streaming.errors import ShardFileError
 from streaming.fileio import atomic_write
 
 __all__ = ['compress', 'decompress', 'decompress_file', 'get_compression_extension',
-           'get_compressions',
+           'get_compressions', 'import_codec',
            'is_compression', 'parse_compression']
+
+# The modules of the codecs that are imported on first use, by family.
+_CODEC_MODULES = {'br': 'brotli', 'snappy': 'snappy', 'zstd': 'zstandard'}
+
+
+def import_codec(compression: str) -> None:
+    """Import the codec module of ``compression`` now (raises ImportError if it is missing).
+
+    For threads that must not import (see ``streaming.dataset.preload``).
+    """
+    module = _CODEC_MODULES.get(compression.split(':', 1)[0])
+    if module is not None:
+        __import__(module)
 
 
 def _brotli():  # noqa: ANN202

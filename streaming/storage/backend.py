@@ -26,6 +26,13 @@ class Backend:
 
     scheme: str = ''
 
+    def warm_up(self, timeout: float) -> None:
+        """Import (and build, per process) what a first request with ``timeout`` needs.
+
+        No request is made. The thread building a dataset calls it so that download threads
+        never import a module for the first time (see ``streaming.dataset.preload``).
+        """
+
     def read(self, url: str, start: int = 0, end: int | None = None, *, timeout: float,
              etag: str | None = None) -> Response:
         """GET bytes ``[start, end)`` of ``url`` (to the end if ``end`` is None).

@@ -96,6 +96,9 @@ class S3Backend(Backend):
     def _client(self, timeout: float, upload: bool = False) -> Any:
         return self._clients.get((float(timeout), upload))
 
+    def warm_up(self, timeout: float) -> None:
+        self._client(timeout)  # Building the client imports botocore's request machinery.
+
     def _make_client(self, timeout: float, upload: bool) -> Any:
         session = boto3.session.Session(**self.session_kwargs())
         if self._unsigned is None:
