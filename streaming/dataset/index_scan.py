@@ -127,7 +127,7 @@ def _summarise(path: str, batch: list[Any], first: int,
                seen: dict[str, tuple[int, str]]) -> dict[str, Any]:
     """Check shards ``first`` onwards (``batch``), and their columns of the summary."""
     groups = check_entries(path, batch, first, seen)
-    formats = {entry['format'] for entry in batch}
+    formats = set(map(itemgetter('format'), batch))
     if len(formats) != 1:
         return entry_columns(batch)
     shard_format = get_format(formats.pop())

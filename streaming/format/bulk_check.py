@@ -169,8 +169,8 @@ def _file_infos_valid(infos: list[Any], high: int) -> list[str] | None:
         return []
     if not _all_of(infos, dict):
         return None
-    names = [info.get('basename') for info in infos]
-    if not _all_of(names, str) or not _ints_within([info.get('bytes') for info in infos], 0,
+    names = list(map(itemgetter('basename'), infos))  # KeyError: not proven (prove_entries).
+    if not _all_of(names, str) or not _ints_within(list(map(itemgetter('bytes'), infos)), 0,
                                                     high):
         return None
     if max(map(len, names)) > MAX_NAME_CHARS:

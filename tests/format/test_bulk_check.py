@@ -178,3 +178,30 @@ def test_dataset_cold_and_warm(tmp_path: Any) -> None:
     cold = [s['a'] for s in StreamingDataset(local=root, batch_size=4)]
     warm = [s['a'] for s in StreamingDataset(local=root, batch_size=4)]
     assert cold == warm == list(range(2 * SHARDS))
+
+
+@pytest.mark.parametrize('subdir', [False, True])
+def test_local_usage_from_scanned_summary(tmp_path: Any, subdir: bool) -> None:
+    """Complete shards count, truncated and missing ones do not (names in subdirectories too)."""
+    from streaming.dataset.index_cache import LazyShards
+    from streaming.dataset.local_scan import local_shard_usage
+
+    root = str(tmp_path)
+    shards = _write(root)
+    if subdir:
+        os.makedirs(os.path.join(root, 'part'))
+        for shard in shards:
+            name = shard['raw_data']['basename']
+            os.rename(os.path.join(root, name), os.path.join(root, 'part', name))
+            shard['raw_data']['basename'] = f'part/{name}'
+    path = _dump(root, shards)
+    files = [os.path.join(root, shard['raw_data']['basename']) for shard in shards]
+    os.remove(files[3])
+    with open(files[5], 'r+b') as f:
+        f.truncate(10)
+    summary = scan_index(path, open(path, 'rb').read())
+    assert summary is not None
+    usage = local_shard_usage(LazyShards(summary, root, '', False, path), None, False, False)
+    expected = [0 if i in (3, 5) else shard['raw_data']['bytes']
+                for i, shard in enumerate(shards)]
+    assert usage == expected
