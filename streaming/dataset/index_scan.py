@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from itertools import chain
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from operator import itemgetter
 from typing import Any
 
@@ -68,29 +68,34 @@ def _scan(path: str, doc: str, text: bytes) -> IndexSummary:
             top[key] = None
         else:
             top[key], i = _DECODER.raw_decode(doc, i)
-        i = _WS.match(doc, i).end()
+        i = _space(doc, i)
         if doc[i] == ',':
-            i = _WS.match(doc, i + 1).end()
+            i = _space(doc, i + 1)
             if doc[i] == '}':
                 raise _NotScanned
         elif doc[i] != '}':
             raise _NotScanned
-    if _WS.match(doc, i + 1).end() != len(doc) or top.get('version') != 2 or summary is None:
+    if _space(doc, i + 1) != len(doc) or top.get('version') != 2 or summary is None:
         raise _NotScanned
     return summary
 
 
+def _space(doc: str, i: int) -> int:
+    """Past the whitespace from ``i`` (the pattern matches an empty string: never None)."""
+    return _WS.match(doc, i).end()  # type: ignore[union-attr]
+
+
 def _skip(doc: str, i: int, char: str) -> int:
     """Past whitespace, ``char`` and whitespace from ``i``."""
-    i = _WS.match(doc, i).end()
+    i = _space(doc, i)
     if doc[i] != char:
         raise _NotScanned
-    return _WS.match(doc, i + 1).end()
+    return _space(doc, i + 1)
 
 
 def _scan_shards(path: str, doc: str, i: int, text: bytes) -> tuple[IndexSummary, int]:
     """The summary of the shards array at ``doc[i]`` (a ``[``), and the position after it."""
-    i = _WS.match(doc, i + 1).end()
+    i = _space(doc, i + 1)
     starts: list[int] = []
     batch: list[Any] = []
     parts: list[dict[str, Any]] = []
@@ -98,8 +103,8 @@ def _scan_shards(path: str, doc: str, i: int, text: bytes) -> tuple[IndexSummary
     end = i + 1
     if doc[i] != ']':
         # scan_once is raw_decode without its wrapper: StopIteration where no value starts.
-        decode, after, add_start, add = _DECODER.scan_once, _NEXT.match, starts.append, \
-            batch.append
+        decode = _DECODER.scan_once  # type: ignore[attr-defined]
+        after, add_start, add = _NEXT.match, starts.append, batch.append
         while True:
             add_start(i)
             entry, end = decode(doc, i)
@@ -129,7 +134,10 @@ def _summarise(path: str, batch: list[Any], first: int,
     groups = check_entries(path, batch, first, seen)
     formats = set(map(itemgetter('format'), batch))
     if len(formats) != 1:
-        return entry_columns(batch)
+        columns = entry_columns(batch)
+        if columns is None:
+            raise _NotScanned  # The summary describes raw_*/zip_* pairs only.
+        return columns
     shard_format = get_format(formats.pop())
     keys = shard_format.file_keys
     raw_keys = [key for key in keys if key.startswith('raw_')]
