@@ -16,7 +16,6 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
-from streaming.errors import IndexFileError
 from streaming.format.registry import get_format
 from streaming.format.schema import MAX_NAME_CHARS, MAX_RAW_BYTES, MAX_SAMPLES, MAX_ZIP_BYTES
 
@@ -47,7 +46,7 @@ def prove_entries(where: str, entries: Sequence[Any], first: int,
         return None
     try:
         return _prove(where, entries, first, seen, validate, keys)
-    except KeyError:  # Entries with other keys than the first one's: not proven here.
+    except (KeyError, TypeError):  # Entries with other keys than the first one's, say.
         return None
 
 
@@ -76,7 +75,7 @@ def _prove(where: str, entries: Sequence[dict[str, Any]], first: int,
     try:
         for offset in representatives:
             validate(f'{where}, shard {first + offset}', entries[offset])
-    except IndexFileError:
+    except Exception:  # noqa: BLE001  The entry-by-entry check raises it, for the first entry.
         return None
     names = _varying_valid(entries, keys, shard_format.file_keys)
     if names is None:
