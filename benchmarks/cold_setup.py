@@ -17,6 +17,9 @@ On an index-only scale dataset (``python -m benchmarks.run`` generates them unde
   (median over the first 64 such runs): how many shards a worker has open at a time.
 
 ``--no-floor`` skips the Fisher-Yates floor (minutes at 1B on a busy machine).
+``--litdata PATH`` also times LitData over its own copy of the dataset (``prepare.py litdata``),
+a fresh process in its env (``envs.litdata_python``) after each of ours, in the same run:
+``StreamingDataset(input_dir=PATH, shuffle=True)`` to its first item, timed after the imports.
 ``--algo index`` times the index-computable shuffle instead of py1e (no Fisher-Yates floor: it
 has none). ``--resume`` times a fresh process that loads a checkpoint at the middle of epoch 0
 and takes the first batch from a ``StreamingDataLoader`` with ``--workers`` workers.
@@ -24,6 +27,7 @@ and takes the first batch from a ``StreamingDataLoader`` with ``--workers`` work
     .venv/bin/python benchmarks/cold_setup.py benchmarks/.data/full/ours/scale-100M
     .venv/bin/python benchmarks/cold_setup.py PATH --algo index
     .venv/bin/python benchmarks/cold_setup.py PATH --algo index --resume --workers 2
+    .venv/bin/python benchmarks/cold_setup.py PATH --algo index --no-floor --litdata LITDATA_PATH
 """
 
 from __future__ import annotations
@@ -94,7 +98,43 @@ def child(path: str, algo: str, resume: bool, workers: int, floor: bool) -> dict
     return result
 
 
+def litdata_child(path: str) -> dict[str, float]:
+    """LitData's cold first item over its copy of the dataset, timed as ``child`` times ours."""
+    from harness import import_impl, peak_rss_mb
+
+    litdata = import_impl('litdata')
+    import torch  # noqa: F401  (imported by ours before the clock starts too)
+
+    start, cpu = time.perf_counter(), time.process_time()
+    dataset = litdata.StreamingDataset(input_dir=path, shuffle=True)
+    built = time.perf_counter()
+    next(iter(dataset))
+    first = time.perf_counter()
+    return {'init_s': built - start, 'first_sample_s': first - start,
+            'first_sample_cpu_s': time.process_time() - cpu, 'peak_rss_mb': peak_rss_mb(),
+            'samples': len(dataset), 'shards': 0}
+
+
+def _report(title: str, runs: list[dict[str, float]]) -> None:
+    print(title)
+    for key in ('init_s', 'first_sample_s', 'first_sample_cpu_s', 'peak_rss_mb',
+                'shards_per_4096', 'fisher_yates_s'):
+        values = [run[key] for run in runs if key in run]
+        if values:
+            print(f'  {key:16} {statistics.median(values):8.2f}  '
+                  f'({min(values):.2f}-{max(values):.2f})')
+
+
+def _run(command: list[str]) -> dict[str, float]:
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == '--litdata-child':
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cases'))
+        print(json.dumps(litdata_child(sys.argv[2])))
+        return
     if len(sys.argv) > 2 and sys.argv[1] == '--child':
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cases'))
         path, algo, resume, workers, floor = sys.argv[2:]
@@ -108,24 +148,27 @@ def main() -> None:
                         help='time the first batch after resuming at half of epoch 0')
     parser.add_argument('--workers', type=int, default=2)
     parser.add_argument('--no-floor', action='store_true', help='skip the Fisher-Yates floor')
+    parser.add_argument('--litdata', metavar='PATH',
+                        help="also time LitData over its copy of the dataset (prepare.py's)")
     args = parser.parse_args()
-    runs = []
+    litdata_python = None
+    if args.litdata:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from benchmarks.envs import litdata_python as find_litdata
+        litdata_python = find_litdata()
+    runs, theirs = [], []
     for _ in range(args.repeats):
-        out = subprocess.run([sys.executable, __file__, '--child', args.path, args.algo,
-                              '1' if args.resume else '0', str(args.workers),
-                              '0' if args.no_floor else '1'], check=True,
-                             capture_output=True, text=True).stdout
-        runs.append(json.loads(out.strip().splitlines()[-1]))
+        runs.append(_run([sys.executable, __file__, '--child', args.path, args.algo,
+                          '1' if args.resume else '0', str(args.workers),
+                          '0' if args.no_floor else '1']))
+        if litdata_python:
+            theirs.append(_run([litdata_python, __file__, '--litdata-child', args.litdata]))
     what = f'resumed at 50% with {args.workers} workers' if args.resume else 'cold'
-    print(f"{args.algo}, {what}: {runs[0]['samples']:,} samples in {runs[0]['shards']:,} "
-          f'shards, medians of {args.repeats} fresh processes:')
-    for key in ('init_s', 'first_sample_s', 'first_sample_cpu_s', 'peak_rss_mb',
-                'shards_per_4096', 'fisher_yates_s'):
-        values = [run[key] for run in runs if key in run]
-        if values:
-            print(f'  {key:16} {statistics.median(values):8.2f}  '
-                  f'({min(values):.2f}-{max(values):.2f})')
-
+    _report(f"{args.algo}, {what}: {runs[0]['samples']:,} samples in {runs[0]['shards']:,} "
+            f'shards, medians of {args.repeats} fresh processes:', runs)
+    if theirs:
+        _report(f"LitData, cold: {theirs[0]['samples']:,} samples, medians of {args.repeats} "
+                f'fresh processes:', theirs)
 
 if __name__ == '__main__':
     main()

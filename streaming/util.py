@@ -138,3 +138,19 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def sorted_unique(values: Any) -> Any:
+    """The distinct values of a 1-D integer array, sorted (``np.unique(values)``).
+
+    ``np.unique`` without ``return_index``/``return_inverse`` (and ``np.union1d``) first asks
+    ``np.ma.is_masked``, which imports ``numpy.ma`` (~50 ms idle, far more on a busy machine,
+    where bytecode is not cached) in every process that reaches it first: the cold path to the
+    first sample and each forked DataLoader worker. This is the same sort-and-compare.
+    """
+    import numpy as np
+
+    out = np.sort(np.asarray(values).ravel())
+    if len(out) > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out

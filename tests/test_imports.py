@@ -157,3 +157,24 @@ def test_writing_mds_does_not_import_torch(tmp_path: Any) -> None:
     loaded = _modules_after(code)
     assert not [m for m in loaded if m.split('.')[0] in HEAVY]
     assert read_index(str(tmp_path))['shards'][0]['samples'] == 1
+
+
+def test_sorted_unique_is_np_unique() -> None:
+    from streaming.util import sorted_unique
+    rng = np.random.default_rng(0)
+    for values in [np.array([], np.int64), np.array([3]), rng.integers(0, 9, 50),
+                   rng.integers(-5, 5, (4, 6)).astype(np.int32)]:
+        got, want = sorted_unique(values), np.unique(values)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+def test_first_sample_does_not_import_numpy_ma(tmp_path: Any) -> None:
+    """numpy.ma's import (slow on a cold, busy machine) is off the path to a sample."""
+    from tests.unit_helpers import write_mds
+    write_mds(str(tmp_path), {'a': 'int'}, [{'a': i} for i in range(300)], size_limit=200)
+    code = (f'from streaming import StreamingDataset\n'
+            f'for algo in ["py1e", "py1b", "py1br", "py1s", "py2s", "naive", "index"]:\n'
+            f'    ds = StreamingDataset(local={str(tmp_path)!r}, batch_size=4, shuffle=True,\n'
+            f'                          shuffle_algo=algo, num_canonical_nodes=2)\n'
+            f'    assert len(list(ds)) == 300')
+    assert 'numpy.ma' not in _modules_after(code)

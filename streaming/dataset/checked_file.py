@@ -52,13 +52,20 @@ def pack_header(key: bytes, kind: str, length: int, checksum: int) -> bytes:
     return _HEADER.pack(MAGIC, key, kind.encode().ljust(8, b'\0'), length, checksum)
 
 
-def write_checked(path: str, key: bytes, kind: str, payload: np.ndarray) -> None:
-    """Write ``payload`` (a contiguous array) under ``key`` to ``path``, atomically."""
-    data = memoryview(np.ascontiguousarray(payload)).cast('B')
-    checksum = _checksum(data[i:i + _BLOCK] for i in range(0, len(data), _BLOCK))
+def write_checked(path: str, key: bytes, kind: str,
+                  payload: np.ndarray | list[np.ndarray]) -> None:
+    """Write ``payload`` (a contiguous array, or arrays end to end) under ``key`` to ``path``.
+
+    Atomically; a list of arrays is written as their concatenation, without making it.
+    """
+    parts = payload if isinstance(payload, list) else [payload]
+    views = [memoryview(np.ascontiguousarray(part)).cast('B') for part in parts]
+    checksum = _checksum(view[i:i + _BLOCK] for view in views
+                         for i in range(0, len(view), _BLOCK))
     with atomic_open(path) as file:
-        file.write(pack_header(key, kind, len(data), checksum))
-        file.write(data)
+        file.write(pack_header(key, kind, sum(len(view) for view in views), checksum))
+        for view in views:
+            file.write(view)
 
 
 def _header(file: BinaryIO, key: bytes, kind: str) -> tuple[int, int] | None:

@@ -188,11 +188,8 @@ class StreamingDataset(IndexingMixin, IterableDataset):
     # ---- set-up -----------------------------------------------------------------------------
     def _load(self) -> None:
         """Fetch indexes (local leader), join the node's shared state, build the shard tables."""
-        # numpy imports numpy.ma lazily at the first np.unique, which the epoch order calls. Done
-        # here, in the process that builds the dataset, forked DataLoader workers inherit it
-        # instead of each paying for the import (~50 ms idle, seconds on a busy machine) at
-        # every epoch.
-        import numpy.ma  # noqa: F401
+        # numpy.ma is not imported on the way to a sample (nor in DataLoader workers): plain
+        # np.unique / np.union1d import it, so the order uses streaming.util.sorted_unique.
         world, config = self.world, self.config
         shared = None
         if world.is_local_leader:

@@ -38,11 +38,12 @@ from streaming.format.registry import (
 )
 from streaming.util import gc_paused
 
-__all__ = ['IndexDict', 'IndexSummary', 'LazyShards', 'ShardTable', 'index_key',
+__all__ = ['IndexDict', 'IndexSummary', 'LazyShards', 'ShardTable', 'entry_columns', 'index_key',
            'load_summary', 'save_summary']
 
 SUMMARY_BASENAME = 'index.bin'
-_KIND = 'index1'
+_KIND = 'index2'  # 2: entries may be followed by separators (index_scan)
+_DECODER = json.JSONDecoder()
 _FIELDS = ('samples', 'unsafe', 'raw_size', 'max_size', 'entry_offsets', 'entries',
            'file_offsets', 'files')
 
@@ -71,7 +72,9 @@ class IndexSummary:
         return len(self.samples)
 
     def entry(self, shard: int) -> dict[str, Any]:
-        return json.loads(self.entries[self.entry_offsets[shard]:self.entry_offsets[shard + 1]])
+        """Shard ``shard``'s index entry (its text may be followed by the index's separators)."""
+        text = self.entries[self.entry_offsets[shard]:self.entry_offsets[shard + 1]].decode()
+        return _DECODER.raw_decode(text)[0]
 
     def raw_files(self) -> tuple[list[str], list[int]]:
         """(basename, bytes) of every shard's raw files, shard after shard (``file_offsets``)."""
@@ -91,35 +94,24 @@ class IndexSummary:
         None if a format's files are not ``raw_*``/``zip_*`` pairs (then readers are built from
         the entries at once, as they are).
         """
-        samples, raw_sizes, max_sizes, files = [], [], [], []
-        for entry in entries:
-            keys = get_format(entry['format']).file_keys
-            raws = [entry[k] for k in keys if k.startswith('raw_') and entry.get(k) is not None]
-            zips = [entry[k] for k in keys if k.startswith('zip_') and entry.get(k) is not None]
-            if len(keys) != 2 * sum(k.startswith('raw_') for k in keys):
-                return None
-            raw_size = sum(raw['bytes'] for raw in raws)
-            zip_size = sum(z['bytes'] for z in zips) if len(zips) == len(raws) else 0
-            samples.append(entry['samples'])
-            raw_sizes.append(raw_size)
-            max_sizes.append(raw_size + zip_size)
-            files.append([f'{raw["basename"]}\t{raw["bytes"]}' for raw in raws])
+        columns = entry_columns(entries)
+        if columns is None:
+            return None
         texts = [json.dumps(entry, separators=(',', ':')).encode() for entry in entries]
-        file_offsets = np.zeros(len(files) + 1, np.int64)
-        np.cumsum([len(f) for f in files], out=file_offsets[1:])
-        return cls(np.array(samples, np.int64),
-                   np.array([bool(unsafe_encodings(entry)) for entry in entries], bool),
-                   np.array(raw_sizes, np.int64), np.array(max_sizes, np.int64),
-                   _offsets(texts), b''.join(texts), file_offsets,
-                   '\n'.join(line for lines in files for line in lines).encode())
+        file_offsets = np.zeros(len(entries) + 1, np.int64)
+        np.cumsum(columns['file_counts'], out=file_offsets[1:])
+        return cls(columns['samples'], columns['unsafe'], columns['raw_size'],
+                   columns['max_size'], _offsets(texts), b''.join(texts), file_offsets,
+                   columns['files'].encode())
 
-    def pack(self) -> np.ndarray:
+    def pack(self) -> list[np.ndarray]:
+        """The payload of the summary file, as parts written one after another (no copy)."""
         parts = [np.ascontiguousarray(getattr(self, name)) if not isinstance(
             getattr(self, name), bytes) else np.frombuffer(getattr(self, name), np.uint8)
             for name in _FIELDS]
         raw = [part.view(np.uint8).reshape(-1) for part in parts]
         lengths = np.array([len(part) for part in raw], '<i8').view(np.uint8)
-        return np.concatenate([lengths, *raw])
+        return [lengths, *raw]
 
     @classmethod
     def unpack(cls, payload: bytes) -> IndexSummary:
@@ -135,6 +127,31 @@ class IndexSummary:
         if start != len(payload):
             raise ValueError('index summary: lengths do not add up')
         return cls(**values)
+
+
+def entry_columns(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per entry: samples, unsafe, raw_size, max_size, file_counts (arrays); files (text).
+
+    None if a format's files are not ``raw_*``/``zip_*`` pairs.
+    """
+    samples, raw_sizes, max_sizes, files = [], [], [], []
+    for entry in entries:
+        keys = get_format(entry['format']).file_keys
+        raws = [entry[k] for k in keys if k.startswith('raw_') and entry.get(k) is not None]
+        zips = [entry[k] for k in keys if k.startswith('zip_') and entry.get(k) is not None]
+        if len(keys) != 2 * sum(k.startswith('raw_') for k in keys):
+            return None
+        raw_size = sum(raw['bytes'] for raw in raws)
+        zip_size = sum(z['bytes'] for z in zips) if len(zips) == len(raws) else 0
+        samples.append(entry['samples'])
+        raw_sizes.append(raw_size)
+        max_sizes.append(raw_size + zip_size)
+        files.append([f'{raw["basename"]}\t{raw["bytes"]}' for raw in raws])
+    return {'samples': np.array(samples, np.int64),
+            'unsafe': np.array([bool(unsafe_encodings(entry)) for entry in entries], bool),
+            'raw_size': np.array(raw_sizes, np.int64), 'max_size': np.array(max_sizes, np.int64),
+            'file_counts': np.array([len(f) for f in files], np.int64),
+            'files': '\n'.join(line for lines in files for line in lines)}
 
 
 def _offsets(texts: list[bytes]) -> np.ndarray:
@@ -228,9 +245,10 @@ class IndexDict(dict):
     """
 
     def __init__(self, path: str, key: bytes, summary: IndexSummary | None,
-                 index: dict[str, Any] | None = None) -> None:
+                 index: dict[str, Any] | None = None, unsaved: bool = False) -> None:
         super().__init__(index if index is not None else {'version': 2})
         self.path, self.key, self.summary = path, key, summary
+        self.unsaved = unsaved  # A summary made from the index just now, not written yet.
 
     def __missing__(self, name: str) -> Any:
         if name != 'shards' or self.summary is None:

@@ -40,10 +40,16 @@ def _usage_from_summary(shards: LazyShards, keep_zip: bool) -> list[int]:
     directory = os.path.join(shards.local, shards.split)
     sizes = _FileSizes()
     listing = sizes.listing(directory)
-    names, expected = summary.raw_files()
-    present = np.array([(listing.get(name) if '/' not in name else
-                         sizes.get(os.path.join(directory, name))) == size
-                        for name, size in zip(names, expected)], bool)
+    lines = summary.files.decode().split('\n') if summary.files else []
+    if b'/' not in summary.files and len(lines) == summary.file_offsets[-1]:
+        # Compared as the summary's 'name<TAB>bytes' lines: no parsing of 50k lines.
+        have = set(map('{}\t{}'.format, listing.keys(), listing.values()))
+        present = np.fromiter(map(have.__contains__, lines), bool, len(lines))
+    else:
+        names, expected = summary.raw_files()
+        present = np.array([(listing.get(name) if '/' not in name else
+                             sizes.get(os.path.join(directory, name))) == size
+                            for name, size in zip(names, expected)], bool)
     missing = np.concatenate([[0], np.cumsum(~present)])
     complete = missing[summary.file_offsets[1:]] == missing[summary.file_offsets[:-1]]
     usage = summary.max_size if keep_zip else summary.raw_size
@@ -69,10 +75,18 @@ class _FileSizes:
         if listing is None:
             listing = {}
             try:
-                with os.scandir(directory) as entries:
-                    for entry in entries:
-                        if entry.is_file(follow_symlinks=False):  # Never a planted link.
-                            listing[entry.name] = entry.stat(follow_symlinks=False).st_size
+                # Through a descriptor of the directory where possible: each stat is then one
+                # name's lookup in it, not a walk of the whole path (10-15% of the scan).
+                fd = os.open(directory, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0)) \
+                    if os.scandir in os.supports_fd else None
+                try:
+                    with os.scandir(directory if fd is None else fd) as entries:
+                        for entry in entries:
+                            if entry.is_file(follow_symlinks=False):  # Never a planted link.
+                                listing[entry.name] = entry.stat(follow_symlinks=False).st_size
+                finally:
+                    if fd is not None:
+                        os.close(fd)
             except FileNotFoundError:
                 pass
             self._dirs[directory] = listing

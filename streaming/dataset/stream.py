@@ -19,6 +19,7 @@ from streaming.dataset.index_cache import (
     load_summary,
     save_summary,
 )
+from streaming.dataset.index_scan import scan_index
 from streaming.dataset.local_scan import local_shard_usage
 from streaming.errors import MissingLocalIndexError, ShardFileError
 from streaming.format import Reader, reader_from_json
@@ -214,6 +215,9 @@ class Stream:
         summary = load_summary(self.local_dir, key)
         if summary is not None:
             return IndexDict(path, key, summary)
+        summary = scan_index(path, text)  # None if not a plain, valid index: then load it.
+        if summary is not None:
+            return IndexDict(path, key, summary, unsaved=True)
         return IndexDict(path, key, None, load_index(path, text))
 
     def get_shards(self, index: dict[str, Any], allow_unsafe_types: bool) -> Sequence[Reader]:
@@ -228,6 +232,8 @@ class Stream:
             summary = IndexSummary.build(index['shards'])
             if summary is not None and self.write_index_summary:
                 save_summary(self.local_dir, key, summary)
+        elif getattr(index, 'unsaved', False) and self.write_index_summary:
+            save_summary(self.local_dir, key, summary)  # type: ignore[arg-type]
         if summary is not None:
             if not allow_unsafe_types and summary.unsafe.any():
                 first = int(np.flatnonzero(summary.unsafe)[0])

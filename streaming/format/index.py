@@ -12,6 +12,7 @@ from typing import Any, TypedDict
 
 from streaming.errors import CorruptIndexError, IndexFileError, MissingIndexError
 from streaming.fileio import atomic_write
+from streaming.format.bulk_check import prove_entries
 from streaming.format.compression import parse_compression
 from streaming.format.registry import get_format, get_formats
 from streaming.format.schema import (
@@ -26,7 +27,7 @@ from streaming.util import gc_paused
 
 __all__ = ['INDEX_BASENAME', 'FileInfo', 'get_index_basename', 'load_index', 'dump_index',
            'write_index', 'validate_shard_entry', 'check_same_lengths', 'shard_basenames',
-           'read_index_bytes']
+           'read_index_bytes', 'check_entries']
 
 INDEX_BASENAME = 'index.json'
 INDEX_VERSION = 2
@@ -129,6 +130,31 @@ def read_index_bytes(path: str) -> bytes:
                                 f'split)?') from None
 
 
+def check_entries(path: str, shards: list[Any], first: int,
+                  seen: dict[str, tuple[int, str]]) -> list[int] | None:
+    """Validate shards ``first`` onwards of the index at ``path``; raise naming the first bad one.
+
+    ``seen`` maps the file names of earlier shards to (shard, key) and gains these shards'.
+    Checked in bulk where that proves them valid (``bulk_check``; the group of each shard is
+    returned then), else entry by entry (None).
+    """
+    groups = prove_entries(path, shards, first, seen, validate_shard_entry)
+    if groups is not None:
+        return groups
+    for i, shard in enumerate(shards, first):
+        where = f'{path}, shard {i}'
+        validate_shard_entry(where, shard)
+        for key, name in shard_basenames(shard):
+            name = name.replace('\\', '/')
+            if name in seen:
+                other, other_key = seen[name]
+                raise IndexFileError(f'{where}: "{key}.basename" {name!r} is already used by '
+                                     f'shard {other} "{other_key}": two entries may not name '
+                                     f'the same file.')
+            seen[name] = (i, key)
+    return None
+
+
 @gc_paused()
 def load_index(path: str, text: bytes | None = None) -> dict[str, Any]:
     """Read and validate an ``index.json``; raise ``IndexFileError`` naming what is wrong.
@@ -151,14 +177,5 @@ def load_index(path: str, text: bytes | None = None) -> dict[str, Any]:
     shards = obj.get('shards')
     if not isinstance(shards, list):
         raise IndexFileError(f'{path}: "shards" must be a list.')
-    seen: dict[str, str] = {}
-    for i, shard in enumerate(shards):
-        where = f'{path}, shard {i}'
-        validate_shard_entry(where, shard)
-        for key, name in shard_basenames(shard):
-            name = name.replace('\\', '/')
-            if name in seen:
-                raise IndexFileError(f'{where}: "{key}.basename" {name!r} is already used by '
-                                     f'{seen[name]}: two entries may not name the same file.')
-            seen[name] = f'shard {i} "{key}"'
+    check_entries(path, shards, 0, {})
     return obj

@@ -30,7 +30,9 @@ class ShardFormat:
     compressed); ``required_keys`` maps other keys every entry must have to their type.
     ``check_entry(where, entry)`` raises ``IndexFileError`` for what types alone cannot catch;
     ``unsafe_encodings(entry)`` lists the entry's column encodings whose decoding can run
-    arbitrary code (datasets refuse them unless ``allow_unsafe_types``).
+    arbitrary code (datasets refuse them unless ``allow_unsafe_types``). ``shape_only``: both
+    read only keys other than ``samples`` and the file keys, so one verdict holds for every
+    entry alike in those keys (a large index is then checked once per distinct shape).
     """
 
     name: str
@@ -40,6 +42,7 @@ class ShardFormat:
     required_keys: Mapping[str, type] = field(default_factory=dict)
     check_entry: EntryCheck | None = None
     unsafe_encodings: Callable[[Mapping[str, Any]], list[str]] | None = None
+    shape_only: bool = False
 
 
 _formats: dict[str, ShardFormat] = {}
@@ -50,13 +53,14 @@ def register_format(name: str, *, reader: type, writer: type | None = None,
                     required_keys: Mapping[str, type] | None = None,
                     check_entry: EntryCheck | None = None,
                     unsafe_encodings: Callable[[Mapping[str, Any]], list[str]] | None = None,
-                    replace: bool = False) -> ShardFormat:
+                    replace: bool = False, shape_only: bool = False) -> ShardFormat:
     """Make shards whose index entry says ``"format": name`` readable everywhere.
 
     ``file_keys`` defaults to the reader's ``file_keys`` (``('raw_data', 'zip_data')`` for a
     ``SingleFileShardReader``, plus ``raw_meta``/``zip_meta`` for a ``DataMetaShardReader``).
     ``required_keys`` always includes ``samples: int``. Registering a name twice is an error
-    unless ``replace=True``.
+    unless ``replace=True``. ``shape_only=True`` says that ``check_entry`` and
+    ``unsafe_encodings`` read neither ``samples`` nor the file keys (see ``ShardFormat``).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f'register_format: name must be a non-empty string, got {name!r}.')
@@ -75,7 +79,8 @@ def register_format(name: str, *, reader: type, writer: type | None = None,
         if not isinstance(key, str) or not isinstance(kind, type):
             raise TypeError(f'register_format({name!r}): required_keys must map key names to '
                             f'types, got {key!r}: {kind!r}.')
-    entry = ShardFormat(name, reader, writer, keys, required, check_entry, unsafe_encodings)
+    entry = ShardFormat(name, reader, writer, keys, required, check_entry, unsafe_encodings,
+                        bool(shape_only))
     _formats[name] = entry
     return entry
 

@@ -38,6 +38,7 @@ from typing import Iterator
 import numpy as np
 
 from streaming.order.memory import RELEASE_BYTES, fresh_array, release, scratch_array
+from streaming.util import sorted_unique
 
 __all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'id_dtype', 'permute_rows',
            'shuffle_steps']
@@ -69,7 +70,7 @@ def cut_rows(unit_begin: np.ndarray, unit_size: np.ndarray, num_rows: int) -> Ro
     starts = np.zeros(len(sizes) + 1, np.int64)
     np.cumsum(sizes, out=starts[1:])
     bounds = total * np.arange(1, num_rows, dtype=np.int64) // num_rows
-    cuts = np.union1d(starts, bounds)
+    cuts = sorted_unique(np.concatenate((starts, bounds)))
     cut_starts, cut_ends = cuts[:-1], cuts[1:]
     unit = np.searchsorted(starts, cut_starts, 'right') - 1
     begin = np.asarray(unit_begin, np.int64)[unit] + (cut_starts - starts[unit])
@@ -229,7 +230,7 @@ def _resolve_collisions(picked: np.ndarray, fixed: np.ndarray, chunk: np.ndarray
     same = np.flatnonzero(fixed[1:] == fixed[:-1])
     if not len(same):
         return
-    members = np.union1d(same, same + 1)
+    members = sorted_unique(np.concatenate((same, same + 1)))
     run = np.cumsum(np.diff(members, prepend=-2) != 1)
     ids = picked[members]
     picked[members] = ids[np.lexsort((ids, chunk[ids], run))]

@@ -10,6 +10,7 @@ import numpy as np
 
 from streaming.tokens.format import NpyLayout, ShardEntry, TokenFormatError, read_npy_layout
 from streaming.tokens.verify import ShardCorruptError, WindowCheck, await_verdict
+from streaming.util import sorted_unique
 
 __all__ = ['TokenWindowDataset']
 
@@ -176,7 +177,7 @@ class TokenWindowDataset:
         verifier = self.verifier
         assert verifier is not None
         if self.labels:  # A window's extra token is the next one's first: check both.
-            indices = np.unique(np.concatenate([indices, indices + 1]))
+            indices = sorted_unique(np.concatenate([indices, indices + 1]))
             indices = indices[indices < self.num_tokens // self.seq_len]
             rows = None
         todo = verifier.unchecked(indices)

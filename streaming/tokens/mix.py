@@ -25,6 +25,7 @@ import numpy as np
 
 from streaming.tokens.rotation import ShardRotation
 from streaming.tokens.sampler import EpochSampler
+from streaming.util import sorted_unique
 
 __all__ = ['TokenMix']
 
@@ -231,7 +232,7 @@ class TokenMix:
         width = int(self.lengths[kinds[0]])
         dtype = None
         out: np.ndarray | None = None
-        for k in np.unique(kinds).tolist():
+        for k in sorted_unique(kinds).tolist():
             rows = np.flatnonzero(kinds == k)
             for g, where, offsets in self._locate(k, numbers[rows]):
                 source = self.sources[k]

@@ -26,4 +26,5 @@ def _check_entry(where: str, entry: Mapping[str, Any]) -> None:
 
 
 register_format('json', reader=JSONReader, writer=JSONWriter,
-                required_keys={'columns': dict, 'newline': str}, check_entry=_check_entry)
+                required_keys={'columns': dict, 'newline': str}, check_entry=_check_entry,
+                shape_only=True)

@@ -38,4 +38,4 @@ def _unsafe_encodings(entry: Mapping[str, Any]) -> list[str]:
 register_format('mds', reader=MDSReader, writer=MDSWriter,
                 required_keys={key: list for key in _COLUMN_KEYS},
                 check_entry=_check_entry,
-                unsafe_encodings=_unsafe_encodings)
+                unsafe_encodings=_unsafe_encodings, shape_only=True)

@@ -28,4 +28,4 @@ for _name, _reader, _writer, _required in [
         ('tsv', TSVReader, TSVWriter, _REQUIRED),
         ('xsv', XSVReader, XSVWriter, {**_REQUIRED, 'separator': str})]:
     register_format(_name, reader=_reader, writer=_writer, required_keys=_required,
-                    check_entry=_check_entry)
+                    check_entry=_check_entry, shape_only=True)
