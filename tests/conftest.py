@@ -4,9 +4,14 @@ A module-scoped fixture runs once per worker that runs any of the module's tests
 ``load`` scheduling, xdist deals a module's tests to both workers, so an expensive module fixture
 (a reference subprocess, a multi-process run, a written dataset) was computed twice; the
 cross-library resume matrix alone cost minutes that way, and each worker started its own
-SparkSession. Every test that uses a module-scoped fixture is therefore put into an
-``xdist_group`` named after its module: the module's tests run on one worker, which computes the
-fixture once, while the other worker takes the rest of the suite.
+SparkSession. So every module with a module-scoped fixture is one unit of work: its tests run on
+one worker, which computes the fixture once, while the other worker takes the rest of the suite.
+Modules marked ``pytest.mark.xdist_group('name')`` share the unit ``name`` (the Spark tests of
+two directories share one SparkSession that way).
+
+xdist's own ``loadgroup`` reads the marks by renaming the collected items, which pytest 9 no
+longer allows (the groups were silently ignored), so the scheduler below groups by module source
+instead: ``scope='module'`` or a module-level ``xdist_group`` mark in the file.
 
 xdist hands out work in collection order (``--no-loadscope-reorder``), so the modules that take
 longest (measured: multi-process jobs, Spark, the reference oracles) are collected first: a long
@@ -14,6 +19,11 @@ module never starts last and runs alone at the tail while the other worker idles
 """
 
 from __future__ import annotations
+
+import functools
+import os
+import re
+from typing import Any
 
 import pytest
 
@@ -44,24 +54,47 @@ SLOW_FIRST = (
     'tests/order/test_oracle_order.py',
     'tests/order/test_oracle_registries.py',
 )
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MODULE_FIXTURE = re.compile(r"""scope=['"]module['"]""")
+_GROUP_MARK = re.compile(r"""^pytestmark = pytest\.mark\.xdist_group\(['"]([^'"]+)['"]\)""", re.M)
 
 
-def _module(item: pytest.Item) -> str:
-    return item.nodeid.split('::', 1)[0]
+def _module(nodeid: str) -> str:
+    return nodeid.split('::', 1)[0]
+
+
+@functools.cache
+def module_group(module: str) -> str | None:
+    """The unit of work of a test module (its path from the root): its ``xdist_group`` mark's
+    name, its own path when it has a module-scoped fixture, else None (each test alone)."""
+    try:
+        with open(os.path.join(ROOT, module)) as f:
+            source = f.read()
+    except OSError:
+        return None
+    named = _GROUP_MARK.search(source)
+    if named:
+        return named.group(1)
+    return module if _MODULE_FIXTURE.search(source) else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: xdist's scope scheduling, with the units of ``module_group``."""
+    if config.getvalue('dist') != 'loadgroup':
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = module_group(_module(nodeid))
+            return f'group:{group}' if group else nodeid
+
+    return ModuleGroupScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow modules first; one group per module with a module-scoped fixture (before xdist
-    reads the groups)."""
+    """The slowest modules first (a stable sort: every other order is kept)."""
     rank = {module: number for number, module in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(_module(item), len(SLOW_FIRST)))  # stable
-    for item in items:
-        if item.get_closest_marker('xdist_group') is not None:
-            continue
-        info = getattr(item, '_fixtureinfo', None)
-        if info is None:
-            continue
-        if any(definition.scope == 'module' for definitions in info.name2fixturedefs.values()
-               for definition in definitions):
-            item.add_marker(pytest.mark.xdist_group(_module(item)))
+    items.sort(key=lambda item: rank.get(_module(item.nodeid), len(SLOW_FIRST)))
