@@ -11,6 +11,7 @@ import glob
 import json
 import multiprocessing
 import os
+import subprocess
 import sys
 import time
 
@@ -28,7 +29,6 @@ from streaming.format.index import read_index_bytes
 from streaming.order import get_epoch_order
 from streaming.order.exact import epoch_id_steps, epoch_sample_ids
 from tests.dataset.conftest import write_ids
-from tests.oracle.zygote import zygote
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -51,8 +51,8 @@ print(json.dumps({'ids': ids, 'lazy': type(dataset.shards.parts[0]).__name__}))
 def _run(env_extra: dict | None = None, **args) -> dict:
     """Iterate one epoch in a fresh process (its own shared state, as a new job would)."""
     env = {**os.environ, 'PYTHONPATH': REPO, **(env_extra or {})}
-    server = zygote(sys.executable, ['torch.distributed', 'streaming'], env)  # forks the process
-    done = server.run(['-c', _RUN, json.dumps(args)], env=env, cwd=os.getcwd(), timeout=240)
+    done = subprocess.run([sys.executable, '-c', _RUN, json.dumps(args)], capture_output=True,
+                          text=True, env=env, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -65,15 +65,13 @@ def _child(request: dict, base_path: list[str]) -> None:
     except BaseException:  # noqa: BLE001 - reported as python would, exit status 1
         traceback.print_exc()
         code = 1
-    # As the interpreter ends: non-daemon threads joined, exit handlers run; then os._exit as a
-    # forked multiprocessing child ends (tearing the imported modules down one object at a time
-    # would cost seconds and change nothing).
+    # As a forked multiprocessing child ends: the exit handlers run, then os._exit (tearing the
+    # imported modules down one object at a time would cost seconds and change nothing).
     if code is None:
         code = 0
     elif not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    threading._shutdown()  # joins the non-daemon threads, as the interpreter does at exit
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
