@@ -11,22 +11,20 @@ share state; only the imports are shared.
 Server: ``<python> zygote.py MODULE...`` imports the modules, says ``{"ready": ...}``, then
 answers JSON lines on stdin: ``{"op": "spawn", "argv": [...], "env": {...}, "cwd": ...,
 "stdin": path|null, "stdout": path, "stderr": path|"stdout"}`` -> ``{"pid": n}`` and
-``{"op": "wait", "pid": n, "block": bool}`` -> ``{"returncode": n}`` (or ``{"running": 1}``
-when not blocking). The server never blocks unless told to, so several threads can share it.
-``argv`` is what follows the python executable on a command line: ``["-c", code, ...]``,
-``["-m", module, ...]`` or ``[script, ...]``. The server itself only needs the standard library.
+``{"op": "wait", "pid": n}`` -> ``{"returncode": n}``. ``argv`` is what follows the python
+executable on a command line: ``["-c", code, ...]``, ``["-m", module, ...]`` or
+``[script, ...]``. The server itself only needs the standard library.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 
 def _child(request: dict, base_path: list[str]) -> None:
@@ -108,22 +106,20 @@ def serve(modules: list[str]) -> None:
             answers.write(json.dumps({'pid': pid}) + '\n')
         else:
             try:
-                pid, status = os.waitpid(request['pid'], 0 if request.get('block') else os.WNOHANG)
+                _, status = os.waitpid(request['pid'], 0)
+                code = os.waitstatus_to_exitcode(status)
             except ChildProcessError:  # not a child, or already waited for
-                answers.write(json.dumps({'returncode': None}) + '\n')
-                continue
-            answer = {'returncode': os.waitstatus_to_exitcode(status)} if pid else {'running': 1}
-            answers.write(json.dumps(answer) + '\n')
+                code = None
+            answers.write(json.dumps({'returncode': code}) + '\n')
 
 
 class Zygote:
-    """Client of one zygote server (see the module docstring); threads may share it."""
+    """Client of one zygote server (see the module docstring); not thread-safe."""
 
     def __init__(self, python: str, modules: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen([python, os.path.abspath(__file__), *modules],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                      text=True, bufsize=1)
-        self.lock = threading.Lock()
         ready = self.proc.stdout.readline()
         if not ready:
             self.proc.wait()
@@ -133,11 +129,12 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def _ask(self, request: dict) -> dict:
-        with self.lock:
-            self.proc.stdin.write(json.dumps(request) + '\n')
-            self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
+    def _ask(self, request: dict, timeout: float | None = None) -> dict | None:
+        self.proc.stdin.write(json.dumps(request) + '\n')
+        self.proc.stdin.flush()
+        if timeout is not None and not select.select([self.proc.stdout], [], [], timeout)[0]:
+            return None
+        line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError('the zygote died')
         return json.loads(line)
@@ -153,18 +150,12 @@ class Zygote:
         """The child's exit status (negative: killed by that signal), as ``Popen.wait``.
 
         On timeout the child is killed and ``subprocess.TimeoutExpired`` raised."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = 0.005
-        while True:
-            answer = self._ask({'op': 'wait', 'pid': pid, 'block': False})
-            if 'running' not in answer:
-                return answer['returncode']
-            if deadline is not None and time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                self._ask({'op': 'wait', 'pid': pid, 'block': True})
-                raise subprocess.TimeoutExpired(f'zygote child {pid}', timeout)
-            time.sleep(pause)
-            pause = min(2 * pause, 0.05)
+        answer = self._ask({'op': 'wait', 'pid': pid}, timeout)
+        if answer is None:
+            os.kill(pid, signal.SIGKILL)
+            self.proc.stdout.readline()  # the answer to the wait, now that it has died
+            raise subprocess.TimeoutExpired(f'zygote child {pid}', timeout)
+        return answer['returncode']
 
     def run(self, argv: list[str], *, input: str | None = None, env: dict[str, str],
             cwd: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
@@ -190,7 +181,6 @@ class Zygote:
 
 
 _ZYGOTES: dict[tuple, Zygote] = {}
-_STARTING = threading.Lock()
 
 
 def zygote(python: str, modules: list[str], env: dict[str, str]) -> Zygote:
@@ -199,12 +189,11 @@ def zygote(python: str, modules: list[str], env: dict[str, str]) -> Zygote:
     start (each command passes its own)."""
     import atexit
     key = (python, tuple(modules))
-    with _STARTING:
-        found = _ZYGOTES.get(key)
-        if found is None or not found.alive():
-            if not _ZYGOTES:
-                atexit.register(lambda: [z.close() for z in _ZYGOTES.values()])
-            found = _ZYGOTES[key] = Zygote(python, modules, env)
+    found = _ZYGOTES.get(key)
+    if found is None or not found.alive():
+        if not _ZYGOTES:
+            atexit.register(lambda: [z.close() for z in _ZYGOTES.values()])
+        found = _ZYGOTES[key] = Zygote(python, modules, env)
     return found
 
 
