@@ -4,7 +4,10 @@
 #   bash scripts/test.sh [extra pytest args]
 #
 # Expects the env made by scripts/setup.sh (override with VENV=...). Tests run in two processes
-# (pytest-xdist), so every test must be safe to run in parallel with the others.
+# (pytest-xdist), so every test must be safe to run in parallel with the others. Scheduling is
+# xdist's ``loadgroup``: the tests of a module with a module-scoped fixture (an oracle run, a
+# multi-process job, a written dataset) stay on one worker, so that fixture is computed once
+# (tests/conftest.py groups them, and puts the longest modules first).
 #
 # Interop tests compare against the reference (mosaicml-streaming 0.13.0) in its own env. They
 # are skipped unless STREAMING_REFERENCE_PYTHON points at that env's python, e.g.
@@ -21,7 +24,7 @@ fi
 
 status=0
 # The 25 slowest test phases are listed at the end of every run (CI logs keep the profile).
-"$PY" -m pytest -n 2 -q --durations=25 "$@" || status=$?
+"$PY" -m pytest -n 2 --dist loadgroup --no-loadscope-reorder -q --durations=25 "$@" || status=$?
 if [ "$status" -eq 5 ]; then
   # pytest's "no tests were collected": never let an empty run pass.
   echo "test.sh: pytest collected no tests; treating this as a failure." >&2

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import textwrap
 from typing import Any
 
-from tests.oracle.runner import reference_lock, reference_python
+from tests.oracle.runner import reference_run
 
 ORACLE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'oracle')
 
@@ -32,11 +31,8 @@ _EPILOGUE = "\nprint('\\n@@ORACLE@@' + json.dumps(_out))\n"
 
 def run_reference_code(code: str, cwd: str | None = None, timeout: float = 300) -> list[Any]:
     """Run ``code`` in the reference env; returns the list of values it emitted."""
-    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
     script = _PRELUDE + textwrap.dedent(code) + _EPILOGUE
-    with reference_lock():
-        proc = subprocess.run([reference_python(), '-c', script], capture_output=True,
-                              text=True, timeout=timeout, env=env, cwd=cwd or '/')
+    proc = reference_run(['-c', script], cwd=cwd or '/', timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f'reference snippet failed:\n{proc.stderr[-4000:]}')
     return json.loads(proc.stdout.rsplit('@@ORACLE@@', 1)[1])

@@ -13,6 +13,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.oracle.zygote import zygote
+
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'ref_driver.py')
 DEFAULT_ENV = os.path.expanduser('~/.cache/shardflow/reference-0.13.0/bin/python')
 
@@ -47,13 +49,30 @@ def reference_lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def reference_env() -> dict[str, str]:
+    """This process's environment, for the reference: without any PYTHONPATH that could let our
+    package shadow the reference's."""
+    return {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
+
+
+def reference_zygote():  # -> tests.oracle.zygote.Zygote
+    """This test process's reference zygote: torch and the reference imported once, one forked
+    child per command (see ``tests/oracle/zygote.py``)."""
+    return zygote(reference_python(), ['ref_driver', 'torch.distributed'], reference_env())
+
+
+def reference_run(argv: list[str], *, input: str | None = None, cwd: str = '/',
+                  timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``<reference python> *argv`` as ``subprocess.run(..., capture_output=True, text=True)``
+    would run it, in a child of the reference zygote, under the reference lock."""
+    server = reference_zygote()  # started (imports done) before taking the lock
+    with reference_lock():
+        return server.run(argv, input=input, env=reference_env(), cwd=cwd, timeout=timeout)
+
+
 def run_reference(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run ``ops`` in one reference process; returns one outcome per op."""
-    # Never let our package shadow the reference's: drop any PYTHONPATH pointing at this tree.
-    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
-    with reference_lock():
-        proc = subprocess.run([reference_python(), DRIVER], input=json.dumps(ops), text=True,
-                              capture_output=True, timeout=600, env=env)
+    proc = reference_run([DRIVER], input=json.dumps(ops))
     if proc.returncode != 0:
         raise RuntimeError(f'reference driver failed:\n{proc.stderr[-4000:]}')
     return json.loads(proc.stdout)

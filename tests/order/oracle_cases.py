@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from typing import Any
 
 import numpy as np
 
 from streaming.order import apply_weights, get_epoch_order
 from streaming.order.sampling import stream_proportions
-from tests.oracle.runner import reference_lock, reference_python
+from tests.oracle.runner import reference_run
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'oracle',
                       'ref_order.py')
@@ -26,8 +25,6 @@ _DATASETS_PER_PROCESS = 40
 
 def run_reference_order(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Results of ``ops`` from the reference (see ``tests/oracle/ref_order.py``)."""
-    python = reference_python()
-    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
     batches: list[list[dict[str, Any]]] = [[]]
     datasets = 0
     for op in ops:
@@ -39,9 +36,7 @@ def run_reference_order(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         batches[-1].append(op)
     results: list[dict[str, Any]] = []
     for batch in batches:
-        with reference_lock():
-            proc = subprocess.run([python, DRIVER], input=json.dumps(batch), text=True,
-                                  capture_output=True, timeout=900, env=env)
+        proc = reference_run([DRIVER], input=json.dumps(batch), timeout=900)
         if proc.returncode:
             raise RuntimeError(f'reference order driver failed:\n{proc.stderr[-4000:]}')
         results += json.loads(proc.stdout)
