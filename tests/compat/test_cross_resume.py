@@ -16,16 +16,15 @@ library and iterates the rest. For every case and direction the test checks that
   two batches later, take the same state (the loaded position plus what they yielded since).
 
 All processes of one (library, phase, rank count) run every case of that group in turn, so the
-whole matrix costs 12 launches (children of one zygote per library, not fresh interpreters).
+whole matrix costs 12 launches. They are fresh interpreters, not children of a zygote: their
+DataLoader workers fork again, and a forked zygote child that forked workers once hung.
 The matrix is written to docs/migrating.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -35,8 +34,7 @@ from typing import Any
 import pytest
 
 from tests.compat.helpers import ROOT
-from tests.oracle.runner import reference_env, reference_lock, reference_python, reference_zygote
-from tests.oracle.zygote import zygote
+from tests.oracle.runner import reference_lock, reference_python
 
 DRIVER = os.path.join(ROOT, 'tests', 'oracle', 'resume_driver.py')
 LIBRARIES = ('ours', 'reference')
@@ -106,47 +104,34 @@ def _free_port() -> int:
 
 
 def _launch(library: str, phase: str, ranks: int, cases: list[dict], work: str) -> list[dict]:
-    """Run ``cases`` in one process per rank of ``library``; returns each rank's results.
-
-    The rank processes are children forked from a zygote of that library (torch and the library
-    imported once per test worker, see ``tests/oracle/zygote.py``): separate processes in a
-    gloo process group, without paying the imports twelve times over."""
+    """Run ``cases`` in one process per rank of ``library``; returns each rank's results."""
     name = f'{library}-{phase}-{ranks}'
     spec = os.path.join(work, f'{name}.json')
     with open(spec, 'w') as f:
         json.dump({'phase': phase, 'cases': cases, 'local': os.path.join(work, 'cache', name)}, f)
-    env = reference_env()
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
     if library == 'ours':
         env['PYTHONPATH'] = ROOT
-        server = zygote(sys.executable, ['torch.distributed', 'streaming'], env)
-    else:
-        server = reference_zygote()
     env.update(WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR='127.0.0.1',
                MASTER_PORT=str(_free_port()))
+    python = sys.executable if library == 'ours' else reference_python()
     out = os.path.join(work, name)
-    pids = [server.spawn([DRIVER, library, spec, out], cwd=work,
-                         env={**env, 'RANK': str(rank), 'LOCAL_RANK': str(rank)},
-                         stdout=f'{out}.{rank}.log')
-            for rank in range(ranks)]
-    codes: list[int | None] = [None] * ranks
-    try:
-        for rank, pid in enumerate(pids):
-            try:
-                codes[rank] = server.wait(pid, timeout=600)
-            except subprocess.TimeoutExpired:
-                codes[rank] = -signal.SIGKILL  # killed and reaped by wait()
-                raise
-    finally:
-        for rank, pid in enumerate(pids):
-            if codes[rank] is None:  # a rank timed out or failed: end the others
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    codes[rank] = server.wait(pid, timeout=60)
-    for rank, code in enumerate(codes):
-        if code:
+    procs = []
+    for rank in range(ranks):
+        log = open(f'{out}.{rank}.log', 'w')  # noqa: SIM115 - closed below
+        procs.append((subprocess.Popen([python, DRIVER, library, spec, out], cwd=work,
+                                       env={**env, 'RANK': str(rank), 'LOCAL_RANK': str(rank)},
+                                       stdout=log, stderr=subprocess.STDOUT), log))
+    for proc, log in procs:
+        try:
+            proc.wait(timeout=600)
+        finally:
+            proc.kill()
+            log.close()
+    for rank, (proc, _) in enumerate(procs):
+        if proc.returncode:
             with open(f'{out}.{rank}.log') as f:
-                raise RuntimeError(f'{name} rank {rank} failed ({code}):\n{f.read()[-4000:]}')
+                raise RuntimeError(f'{name} rank {rank} failed:\n{f.read()[-4000:]}')
     results = []
     for rank in range(ranks):
         with open(f'{out}.{rank}.json') as f:
