@@ -87,17 +87,11 @@ class Concurrency:
     exceeded it), the bytes per second finished are compared with the best so far: more than
     ``gain`` better, grow by a quarter; not better after a growth, step back to the count that
     gave the best. A throttled or failed download halves it (not below ``low``).
-
-    It starts at 32 and judges every quarter second, because a cold epoch of a few hundred
-    shards lasts seconds: a cross-region link (200 MB/s at ~8 MB/s per connection) needs 25 or
-    more in flight from the start. The shards the epoch needs and the room under
-    ``cache_limit`` bound what is actually started (``_Schedule``).
     """
 
-    START, LOW, HIGH = 32, 2, 64
+    START, LOW, HIGH = 16, 2, 64
 
-    def __init__(self, fixed: int | None = None, window: float = 0.25,
-                 gain: float = 1.1) -> None:
+    def __init__(self, fixed: int | None = None, window: float = 1.0, gain: float = 1.1) -> None:
         self.fixed = fixed
         self.value = fixed or self.START
         self.window, self.gain = window, gain

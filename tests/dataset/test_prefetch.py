@@ -36,7 +36,6 @@ def _climb(link_limit: int, seconds: float = 30.0, fail_at: float | None = None)
 def test_concurrency_grows_while_throughput_grows_then_holds():
     values = _climb(link_limit=40)
     assert values[0] == Concurrency.START and max(values) > 40
-    assert max(values[:10]) > Concurrency.START  # Judged every quarter second: grows in 1 s.
     # Stepped back to the count that gave the best throughput, within the 10% it asks of a step.
     assert 36 <= values[-1] <= 50
     assert _climb(link_limit=8)[-1] == Concurrency.START  # Past the link: no growth.
