@@ -19,7 +19,9 @@ def main() -> None:
     ids, took = [], False
     for n, sample in enumerate(dataset):
         ids.append(int(sample['id']))
-        took = took or bool(prefetch and prefetch.running)
+        # Whether this process ever started the node's schedule (it may end before the next
+        # sample: sampling ``running`` alone raced with a short leftover schedule).
+        took = took or bool(prefetch and (prefetch.running or prefetch._thread is not None))
         print('READ', n + 1, flush=True)
     with open(out, 'w') as f:
         json.dump({'ids': ids, 'took_schedule': took, 'length': len(dataset)}, f)

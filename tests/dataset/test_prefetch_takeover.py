@@ -50,7 +50,10 @@ def _wait_for(proc: subprocess.Popen, prefix: str, timeout: float) -> str:
 
 
 def test_killing_the_downloader_mid_epoch_the_other_rank_takes_over(tmp_path):
-    data = write_ids(str(tmp_path / 'data'), SAMPLES, size_limit=1 << 14, payload=400)
+    # Small shards (~40): when rank 0 dies after its first sample, most of the epoch is still
+    # to fetch (with 16 KiB shards the last downloads could end with rank 0's first one, leaving
+    # rank 1 nothing to take over).
+    data = write_ids(str(tmp_path / 'data'), SAMPLES, size_limit=1 << 13, payload=400)
     with MotoServer('takeover') as s3, \
             LinkEmulator(s3.endpoint, Profile(ttfb=0.05, conn_rate=10e3, link_rate=30e3)) as link:
         s3.upload_dir(data, 'ds')
