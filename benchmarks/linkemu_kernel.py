@@ -38,6 +38,7 @@ from types import TracebackType
 from typing import Any, Callable, Iterable
 
 from benchmarks.linkemu import CONTROL, PROFILES, Counters, Profile
+from benchmarks.s3 import MotoServer, ServerProcess, s3_client, upload_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKETS = 1024  # Leaf classes, one per connection (by client port).
@@ -72,7 +73,7 @@ def kernel_link_unavailable() -> str | None:
     return None
 
 
-class KernelLink:
+class KernelLink(ServerProcess):
     """``with KernelLink(profile, bucket) as link:`` moto in a namespace behind a shaped veth.
 
     ``link.endpoint`` is the URL for readers; ``stats()`` / ``reset()`` read and clear the
@@ -171,19 +172,9 @@ class KernelLink:
         self._control('POST', f'ttfb?seconds={profile.ttfb}')
         self.profile = profile
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.close()
-
     def close(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
+        """Stop moto (``ServerProcess.close``), then remove the namespace and its link."""
+        super().close()
         if self._created:  # Deleting the namespace deletes the veth pair and its qdiscs.
             subprocess.run(['ip', 'netns', 'del', self.netns], capture_output=True)
             subprocess.run(['ip', 'link', 'del', self.host_if], capture_output=True)
@@ -191,12 +182,10 @@ class KernelLink:
 
     # ---- use ------------------------------------------------------------------------------
     def client(self):  # noqa: ANN201 - boto3 clients have no importable type
-        from benchmarks.s3 import s3_client
         return s3_client(self.endpoint)
 
     def upload_dir(self, directory: str, prefix: str) -> int:
         """Upload every file of ``directory`` under ``prefix``; returns the bytes uploaded."""
-        from benchmarks.s3 import upload_dir
         return upload_dir(self.client(), self.bucket, directory, prefix)
 
     def _control(self, method: str, what: str) -> dict[str, Any]:
@@ -327,7 +316,6 @@ class ProxyLink:
         self._proxy: Any = None
 
     def __enter__(self) -> ProxyLink:
-        from benchmarks.s3 import MotoServer
         self._s3 = MotoServer(self.bucket).__enter__()
         try:
             self.set_profile(self.profile)
