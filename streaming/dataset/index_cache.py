@@ -22,6 +22,8 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Iterator, overload
 
 import numpy as np
@@ -129,11 +131,25 @@ class IndexSummary:
         return cls(**values)
 
 
-def entry_columns(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+def entry_columns(entries: list[dict[str, Any]],
+                  unsafe: np.ndarray | None = None) -> dict[str, Any] | None:
     """Per entry: samples, unsafe, raw_size, max_size, file_counts (arrays); files (text).
 
+    ``unsafe`` (whether each entry needs ``allow_unsafe_types``) is computed when not given.
     None if a format's files are not ``raw_*``/``zip_*`` pairs.
     """
+    if unsafe is None:
+        unsafe = np.array([bool(unsafe_encodings(entry)) for entry in entries], bool)
+    formats = set(map(itemgetter('format'), entries))
+    if len(formats) == 1:
+        keys = get_format(formats.pop()).file_keys
+        raw_keys = [key for key in keys if key.startswith('raw_')]
+        if len(keys) != 2 * len(raw_keys):
+            return None
+        raws = [[entry.get(key) for entry in entries] for key in raw_keys]
+        if all(info is not None for infos in raws for info in infos):
+            zip_keys = [key for key in keys if key.startswith('zip_')]
+            return _one_format_columns(entries, raws, zip_keys, unsafe)
     samples, raw_sizes, max_sizes, files = [], [], [], []
     for entry in entries:
         keys = get_format(entry['format']).file_keys
@@ -147,11 +163,30 @@ def entry_columns(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
         raw_sizes.append(raw_size)
         max_sizes.append(raw_size + zip_size)
         files.append([f'{raw["basename"]}\t{raw["bytes"]}' for raw in raws])
-    return {'samples': np.array(samples, np.int64),
-            'unsafe': np.array([bool(unsafe_encodings(entry)) for entry in entries], bool),
+    return {'samples': np.array(samples, np.int64), 'unsafe': unsafe,
             'raw_size': np.array(raw_sizes, np.int64), 'max_size': np.array(max_sizes, np.int64),
             'file_counts': np.array([len(f) for f in files], np.int64),
             'files': '\n'.join(line for lines in files for line in lines)}
+
+
+def _one_format_columns(entries: list[dict[str, Any]], raws: list[list[dict[str, Any]]],
+                        zip_keys: list[str], unsafe: np.ndarray) -> dict[str, Any]:
+    """``entry_columns`` of entries of one format whose raw files are all present, by column."""
+    raw_bytes = np.array([list(map(itemgetter('bytes'), infos)) for infos in raws], np.int64)
+    zips = [[entry.get(key) for entry in entries] for key in zip_keys]
+    zipped = np.array([[0 if info is None else info['bytes'] for info in infos]
+                       for infos in zips], np.int64).reshape(len(zips), len(entries))
+    whole = np.array([[info is not None for info in infos] for infos in zips],
+                     bool).reshape(len(zips), len(entries)).all(0)
+    raw_size = raw_bytes.sum(0)
+    names = [map(itemgetter('basename'), infos) for infos in raws]
+    lines = chain.from_iterable(zip(*[map('{}\t{}'.format, column, sizes) for column, sizes in
+                                      zip(names, raw_bytes.tolist())]))
+    return {'samples': np.array(list(map(itemgetter('samples'), entries)), np.int64),
+            'unsafe': unsafe, 'raw_size': raw_size,
+            'max_size': raw_size + np.where(whole, zipped.sum(0), 0),
+            'file_counts': np.full(len(entries), len(raws), np.int64),
+            'files': '\n'.join(lines)}
 
 
 def _offsets(texts: list[bytes]) -> np.ndarray:

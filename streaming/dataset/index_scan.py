@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-from itertools import chain
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from operator import itemgetter
 from typing import Any
@@ -133,33 +132,11 @@ def _summarise(path: str, batch: list[Any], first: int,
     """Check shards ``first`` onwards (``batch``), and their columns of the summary."""
     groups = check_entries(path, batch, first, seen)
     formats = set(map(itemgetter('format'), batch))
-    if len(formats) != 1:
-        columns = entry_columns(batch)
-        if columns is None:
-            raise _NotScanned  # The summary describes raw_*/zip_* pairs only.
-        return columns
-    shard_format = get_format(formats.pop())
-    keys = shard_format.file_keys
-    raw_keys = [key for key in keys if key.startswith('raw_')]
-    zip_keys = [key for key in keys if key.startswith('zip_')]
-    if len(keys) != 2 * len(raw_keys):
+    shape_only = len(formats) == 1 and get_format(next(iter(formats))).shape_only
+    columns = entry_columns(batch, _unsafe(batch, groups, shape_only))
+    if columns is None:
         raise _NotScanned  # The summary describes raw_*/zip_* pairs only.
-    raws = [list(map(itemgetter(key), batch)) for key in raw_keys]
-    raw_bytes = np.array([list(map(itemgetter('bytes'), infos)) for infos in raws], np.int64)
-    zips = [[entry.get(key) for entry in batch] for key in zip_keys]
-    zipped = np.array([[0 if info is None else info['bytes'] for info in infos]
-                       for infos in zips], np.int64).reshape(len(zips), len(batch))
-    whole = np.array([[info is not None for info in infos] for infos in zips],
-                     bool).reshape(len(zips), len(batch)).all(0)
-    raw_size = raw_bytes.sum(0)
-    names = [map(itemgetter('basename'), infos) for infos in raws]
-    lines = chain.from_iterable(zip(*[map('{}\t{}'.format, column, sizes) for column, sizes in
-                                      zip(names, raw_bytes.tolist())]))
-    return {'samples': np.array(list(map(itemgetter('samples'), batch)), np.int64),
-            'unsafe': _unsafe(batch, groups, shard_format.shape_only),
-            'raw_size': raw_size, 'max_size': raw_size + np.where(whole, zipped.sum(0), 0),
-            'file_counts': np.full(len(batch), len(raw_keys), np.int64),
-            'files': '\n'.join(lines)}
+    return columns
 
 
 def _unsafe(batch: list[Any], groups: list[int] | None, shape_only: bool) -> np.ndarray:
