@@ -101,6 +101,10 @@ class StreamingDataLoader(DataLoader):
             shutdown = getattr(iterator, '_shutdown_workers', None)
             if not self.persistent_workers and shutdown is not None:
                 shutdown()
+                # torch terminates a worker that does not stop at once without reaping it; an
+                # unreaped worker still looks alive, and its ring would stay mapped.
+                for worker in getattr(iterator, '_workers', ()):
+                    worker.join(timeout=5)
             del batches, iterator
             release_dead_workers()
 
