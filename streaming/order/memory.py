@@ -1,25 +1,20 @@
 """Epoch-sized arrays: where they live, and giving back what is no longer read.
 
-``fresh_array`` is a private anonymous map for epoch-sized outputs; ``scratch_array`` a shared
-map of an unlinked temporary file for epoch-sized working arrays that are written once and read
-again later, a part at a time. ``release`` drops a part of either from this process's resident
-memory: a scratch array's part stays in the file (and the page cache) and is read back on its
-next access; a fresh array's part is discarded, so it is released only once never read again.
-So a process computing a billion-sample order holds the window it works on, not the epoch.
+``fresh_array`` is a private anonymous map for epoch-sized outputs; ``release`` drops a part of
+one from this process's resident memory (the part is discarded: released only once it is never
+read again, e.g. once written to the order file). So a process computing a billion-sample order
+holds the window it works on, not the epoch.
 """
 
 from __future__ import annotations
 
 import mmap
-import os
-import tempfile
 
 import numpy as np
 
-__all__ = ['RELEASE_BYTES', 'fresh_array', 'release', 'scratch_array']
+__all__ = ['fresh_array', 'release']
 
 _MAP_BYTES = 1 << 26  # Arrays this big or bigger get a memory map of their own.
-RELEASE_BYTES = 1 << 26  # Work between two releases, in bytes of the array worked on.
 
 
 def fresh_array(length: int, dtype: type | np.dtype) -> np.ndarray:
@@ -36,25 +31,6 @@ def fresh_array(length: int, dtype: type | np.dtype) -> np.ndarray:
     if nbytes < _MAP_BYTES:
         return np.empty(length, dtype)
     return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype, length)
-
-
-def scratch_array(length: int, dtype: type | np.dtype) -> np.ndarray:
-    """An uninitialised 1-d working array; epoch-sized ones are backed by a temporary file.
-
-    The file (in ``tempfile.gettempdir()``) is unlinked at once: it goes with the last map.
-    """
-    dtype = np.dtype(dtype)
-    nbytes = length * dtype.itemsize
-    if nbytes < _MAP_BYTES:
-        return np.empty(length, dtype)
-    fd, path = tempfile.mkstemp(prefix='.shardflow-scratch-')
-    try:
-        os.unlink(path)
-        os.ftruncate(fd, nbytes)
-        buffer = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED)
-    finally:
-        os.close(fd)
-    return np.frombuffer(buffer, dtype, length)
 
 
 def release(array: np.ndarray, start: int, stop: int) -> None:

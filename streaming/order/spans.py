@@ -33,11 +33,12 @@ samples) are broken by position, where the reference's sort leaves them in an or
 
 from __future__ import annotations
 
-from typing import Iterator
+import itertools
+from typing import Any, Iterator
 
 import numpy as np
 
-from streaming.order.memory import RELEASE_BYTES, fresh_array, release, scratch_array
+from streaming.order.memory import fresh_array
 from streaming.util import sorted_unique
 
 __all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'id_dtype', 'permute_rows',
@@ -95,28 +96,6 @@ def _ragged_arange(begin: np.ndarray, length: np.ndarray, dtype: type = np.int64
     return out
 
 
-def _scratch_ragged_arange(begin: np.ndarray, length: np.ndarray, dtype: type) -> np.ndarray:
-    """``_ragged_arange`` into a scratch array, a group of spans at a time.
-
-    Each group is released once written: it is read back, a window at a time, when the row is
-    sorted.
-    """
-    length = np.asarray(length, np.int64)
-    ends = np.cumsum(length)
-    out = scratch_array(int(ends[-1]) if len(ends) else 0, dtype)
-    step = max(RELEASE_BYTES // out.itemsize, 1)
-    cuts = np.searchsorted(ends, np.arange(step, len(out), step), 'left') + 1
-    done = 0
-    for first, last in zip([0, *cuts.tolist()], [*cuts.tolist(), len(length)]):
-        if last <= first:
-            continue
-        part = _ragged_arange(begin[first:last], length[first:last], dtype)
-        out[done:done + len(part)] = part
-        release(out, done, done + len(part))
-        done += len(part)
-    return out
-
-
 def id_dtype(total: int) -> type:
     return np.int32 if total < np.iinfo(np.int32).max else np.int64
 
@@ -130,53 +109,104 @@ def permute_rows(spans: RowSpans, rng: np.random.Generator) -> RowSpans:
     return RowSpans(spans.begin[order], spans.length[order], spans.first)
 
 
-def _shuffle_each(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator,
-                  release_behind: bool = False) -> None:
-    """Shuffle consecutive pieces of ``ids`` of ``lengths`` in place, in order.
-
-    ``release_behind``: ``ids`` is a scratch array; give back what is shuffled as it goes.
-    """
-    start, released = 0, 0
-    step = RELEASE_BYTES // ids.itemsize
+def _shuffle_each(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator) -> None:
+    """Shuffle consecutive pieces of ``ids`` of ``lengths`` in place, in order."""
+    start = 0
     for length in lengths.tolist():
         if length > 1:
             rng.shuffle(ids[start:start + length])
         start += length
-        if release_behind and start - released >= step:
-            release(ids, released, start)
-            released = start
 
 
-def _py1e_row(ids: np.ndarray, lengths: np.ndarray, block_size: int,
-              rng: np.random.Generator, out: np.ndarray) -> Iterator[int]:
-    """Shuffle one row the py1e way into ``out`` (``ids`` holds the row's spans end to end).
+def _span_ids(begin: int, length: int, rng: np.random.Generator, dtype: type) -> np.ndarray:
+    """Ids ``begin:begin + length`` shuffled by ``rng`` (as the reference shuffles a span).
 
-    The shifted positions are drawn span by span and sorted a window of position values at a
-    time, as soon as every sample that can land in the window is drawn: no row-sized array of
-    positions is held. Yields how much of ``out`` is final after each window.
+    Shuffled as int64: numpy's Fisher-Yates moves 8-byte items about a third faster than
+    4-byte ones, with the same draws, so the same permutation.
     """
-    _shuffle_each(ids, lengths, rng, release_behind=True)
-    total = len(ids)
+    ids = np.arange(begin, begin + length, dtype=np.int64)
+    if length > 1:
+        rng.shuffle(ids)
+    return ids.astype(dtype, copy=False)
+
+
+def _fisher_yates_pass(begin: list[int], lengths: list[int], keep: int,
+                       rng: np.random.Generator,
+                       dtype: type) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """Every span's Fisher-Yates draws from ``rng``, in turn: the sequential part of py1e.
+
+    Only the first spans' ids (enough to cover ``keep`` samples) are kept; the others are
+    shuffled in one reused buffer, for the draws alone (a shuffle's draws depend only on the
+    length), so this pass writes nothing epoch-sized. Returns the kept spans' ids and the
+    generator's state after them, from which ``_replayed_spans`` gives the others' ids.
+    """
+    kept: list[np.ndarray] = []
+    count = 0
+    while len(kept) < len(lengths) and count < keep:
+        span = len(kept)
+        kept.append(_span_ids(begin[span], lengths[span], rng, dtype))
+        count += lengths[span]
+    state = rng.bit_generator.state
+    rest = lengths[len(kept):]
+    buffer = np.empty(max(rest, default=0), np.int64)
+    for length in rest:
+        if length > 1:
+            rng.shuffle(buffer[:length])
+    return kept, state
+
+
+def _replayed_spans(begin: list[int], lengths: list[int], state: dict[str, Any],
+                    rng: np.random.Generator, dtype: type) -> Iterator[np.ndarray]:
+    """The shuffled ids of spans ``begin``/``lengths``, drawn again from ``state``."""
+    replay = np.random.Generator(type(rng.bit_generator)())
+    replay.bit_generator.state = state
+    for first, length in zip(begin, lengths):
+        yield _span_ids(first, length, replay, dtype)
+
+
+def _py1e_row(begin: np.ndarray, lengths: np.ndarray, block_size: int,
+              rng: np.random.Generator, out: np.ndarray) -> Iterator[int]:
+    """Shuffle one row (spans ``begin``/``lengths``, in order) the py1e way into ``out``.
+
+    The row's spans are first shuffled by ``rng`` one after another (all of them: the shifts
+    are drawn after), keeping only the first spans' ids; the others' are drawn again, span by
+    span, as the windows reach them. The shifted positions are drawn span by span and sorted
+    a window of position values at a time, as soon as every sample that can land in the
+    window is drawn: nothing row-sized is held. The first window is small, so the row's first
+    ids are final soon after its Fisher-Yates pass. Yields how much of ``out`` is final after
+    each window.
+    """
+    starts, sizes = begin.tolist(), lengths.tolist()
+    total = len(out)
     low_block, high_block = int(0.75 * block_size), int(1.25 * block_size)
     reach = high_block // 2 + 2  # Exceeds every shift: half a window, less the span, < this.
     window = max(1 << 20, min(4 * reach, 1 << 23))
-    draws = _shifted_positions(lengths.tolist(), total, low_block, high_block, rng)
-    held, held_from, drawn, written = np.zeros(0), 0, 0, 0
-    for start in range(0, total, window):
-        stop = min(start + window, total)
-        parts = []
+    first_window = min(window, 1 << 20)
+    kept, state = _fisher_yates_pass(starts, sizes, first_window + reach, rng, out.dtype)
+    id_parts = itertools.chain(kept, _replayed_spans(starts[len(kept):], sizes[len(kept):],
+                                                     state, rng, out.dtype))
+    del kept
+    draws = _shifted_positions(sizes, total, low_block, high_block, rng)
+    held = np.zeros(0)
+    held_ids = np.zeros(0, out.dtype)
+    held_from, drawn, written, start = 0, 0, 0, 0
+    while start < total:
+        stop = min(start + (first_window if start == 0 else window), total)
+        parts, ids = [], []
         while drawn < min(stop + reach, total):
             part = next(draws)
             parts.append(part)
+            ids.append(next(id_parts))
             drawn += len(part)
         first = max(start - reach, 0)
-        release(ids, held_from, first)  # No later window reads below ``first``.
         held = np.concatenate([held[first - held_from:], *parts])
+        held_ids = np.concatenate([held_ids[first - held_from:], *ids])
+        del parts, ids
         held_from = first
         picked = _window_order(held, start, stop, stop == total, window + reach)
-        picked += first
-        np.take(ids, picked, out=out[written:written + len(picked)])
+        np.take(held_ids, picked, out=out[written:written + len(picked)])
         written += len(picked)
+        start = stop
         yield written
 
 
@@ -331,32 +361,32 @@ def shuffle_steps(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, s
         yield total
         return
     spans = permute_rows(cut_rows(unit_begin, sizes, num_canonical_nodes), epoch_rng)
-    if algo == 'py1e':  # Read back a window at a time: kept in a file, not in memory.
-        out = _scratch_ragged_arange(spans.begin, spans.length, dtype)
-    else:
-        out = _ragged_arange(spans.begin, spans.length, dtype)
+    row_starts = np.concatenate([[0], np.cumsum(spans.length)])[spans.first]
+    if algo == 'py1e':  # Span ids are made as the rows' windows need them.
+        shuffled = fresh_array(total, dtype)
+        yield shuffled
+        for row in range(spans.num_rows):
+            part, begin = spans.row(row), int(row_starts[row])
+            rows = slice(begin, int(row_starts[row + 1]))
+            for written in _py1e_row(spans.begin[part], spans.length[part], block_size,
+                                     epoch_rng, shuffled[rows]):
+                yield begin + written
+        yield total
+        return
+    out = _ragged_arange(spans.begin, spans.length, dtype)
     if algo == 'py1s':
         yield out
         _shuffle_each(out, spans.length, epoch_rng)
         yield total
         return
-    row_starts = np.concatenate([[0], np.cumsum(spans.length)])[spans.first]
     if algo == 'py1br':
         yield out
         _py1br_rows(out, spans, row_starts, block_size, epoch_rng)
         yield total
         return
-    shuffled = fresh_array(len(out), out.dtype) if algo == 'py1e' else out
-    yield shuffled
+    yield out
     for row in range(spans.num_rows):
-        part = spans.row(row)
-        begin = int(row_starts[row])
-        rows = slice(begin, int(row_starts[row + 1]))
-        if algo == 'py1e':
-            for written in _py1e_row(out[rows], spans.length[part], block_size, epoch_rng,
-                                     shuffled[rows]):
-                yield begin + written
-        else:
-            _blocks_row(out[rows], block_size, epoch_rng)
-            yield rows.stop
+        stop = int(row_starts[row + 1])
+        _blocks_row(out[int(row_starts[row]):stop], block_size, epoch_rng)
+        yield stop
     yield total
