@@ -47,7 +47,9 @@ class ShardCache:
         self.streams = streams
         self.shard_streams = shard_streams
         self.limit = limit
-        self.evictable = np.array([streams[s].has_remote for s in shard_streams], bool)
+        remote = np.array([stream.has_remote for stream in streams], bool)
+        self.evictable = remote[np.asarray(shard_streams, np.int64)] if len(shard_streams) \
+            else np.zeros(0, bool)
         self._lock = shared.lock('cache')
         # This process's view, for the read path: may anything be evicted, which eviction
         # generation of each shard it has mapped, and which shards it knows to be local.

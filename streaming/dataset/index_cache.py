@@ -9,7 +9,7 @@ samples, sizes, raw files, whether a column needs ``allow_unsafe_types``, and it
 text. Later runs read the summary instead, and a shard's reader is built from its entry the
 first time the shard is used (``LazyShards``).
 
-The summary is keyed by the index file's size, modification time and SHA-256, and by the
+The summary is keyed by the index file's size, modification time and xxh3-128 digest, and by the
 registered shard formats; it is written atomically and checksummed (``checked_file``), so an
 index that changed, or a summary that is truncated or damaged, is never used: the index is
 parsed again and the summary rewritten. A directory that cannot be written just goes without.
@@ -17,7 +17,6 @@ parsed again and the summary rewritten. A directory that cannot be written just 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from operator import itemgetter
 from typing import Any, Iterator, overload
 
 import numpy as np
+import xxhash
 
 from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.checked_file import digest, read_checked, write_checked
@@ -54,7 +54,7 @@ def index_key(path: str, text: bytes) -> bytes:
     """The key of the summary of the index at ``path`` whose bytes are ``text``."""
     st = os.stat(path)
     return digest({'size': len(text), 'stat_size': st.st_size, 'mtime_ns': st.st_mtime_ns,
-                   'sha256': hashlib.sha256(text).hexdigest(), 'formats': tuple(get_formats())})
+                   'xxh3_128': xxhash.xxh3_128_hexdigest(text), 'formats': tuple(get_formats())})
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from stat import S_ISREG
 
 import numpy as np
 
@@ -73,24 +74,41 @@ class _FileSizes:
         """{name: size} of the regular files in ``directory`` (empty if it does not exist)."""
         listing = self._dirs.get(directory)
         if listing is None:
-            listing = {}
-            try:
-                # Through a descriptor of the directory where possible: each stat is then one
-                # name's lookup in it, not a walk of the whole path (10-15% of the scan).
-                fd = os.open(directory, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0)) \
-                    if os.scandir in os.supports_fd else None
-                try:
-                    with os.scandir(directory if fd is None else fd) as entries:
-                        for entry in entries:
-                            if entry.is_file(follow_symlinks=False):  # Never a planted link.
-                                listing[entry.name] = entry.stat(follow_symlinks=False).st_size
-                finally:
-                    if fd is not None:
-                        os.close(fd)
-            except FileNotFoundError:
-                pass
-            self._dirs[directory] = listing
+            listing = self._dirs[directory] = _regular_file_sizes(directory)
         return listing
+
+
+def _regular_file_sizes(directory: str) -> dict[str, int]:
+    """{name: size} of the regular files (never a planted link) in ``directory``.
+
+    The names are listed, then each is ``lstat``-ed through a descriptor of the directory, so
+    each stat is one name's lookup in it, not a walk of the whole path (10-15% of the scan);
+    ``os.listdir`` and ``os.stat`` make no ``DirEntry`` object per name (a tenth of the scan).
+    A name removed meanwhile is left out.
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0)) \
+            if os.stat in os.supports_dir_fd and os.listdir in os.supports_fd else None
+    except FileNotFoundError:
+        return {}
+    sizes: dict[str, int] = {}
+    try:
+        names = os.listdir(directory if fd is None else fd)
+        stat, regular = os.stat, S_ISREG
+        for name in names:
+            try:
+                info = stat(name if fd is not None else os.path.join(directory, name),
+                            dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if regular(info.st_mode):
+                sizes[name] = info.st_size
+    except FileNotFoundError:
+        return {}
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return sizes
 
 
 def _trusted(shard: Reader, algo: str | None, has_remote: bool) -> bool:
