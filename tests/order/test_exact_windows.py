@@ -95,3 +95,35 @@ def test_released_parts_leave_memory() -> None:
     assert before - _rss_mb() > 100
     assert fresh[count // 2] == 0  # An anonymous part is discarded: released only when done.
     memory.release(np.zeros(10), 0, 10)  # Not in a map of its own: nothing to do.
+
+
+def test_fisher_yates_pass_draws_as_the_shuffles_it_stands_for() -> None:
+    """Kept spans as shuffled, the state after them, and the generator's end state all match."""
+    lengths = [5, 1, 3_000, 0, 70_000, 2, 40_000]
+    begin = np.concatenate([[0], np.cumsum(lengths)[:-1]]).tolist()
+    plain, want = np.random.default_rng(11), []
+    for first, length in zip(begin, lengths):
+        ids = np.arange(first, first + length, dtype=np.int32)
+        plain.shuffle(ids)
+        want.append(ids)
+    rng = np.random.default_rng(11)
+    kept, state = spans._fisher_yates_pass(begin, lengths, 3_004, rng, np.int32)
+    assert len(kept) == 3 and all(np.array_equal(a, b) for a, b in zip(kept, want))
+    assert rng.bit_generator.state == plain.bit_generator.state
+    replayed = list(spans._replayed_spans(begin[3:], lengths[3:], state, rng, np.int32))
+    assert all(np.array_equal(a, b) for a, b in zip(replayed, want[3:]))
+
+
+def test_shuffle_each_same_permutation_widened_or_in_place(monkeypatch) -> None:
+    lengths = np.array([4, 9_000, 1, 30_000])
+    ids = np.arange(int(lengths.sum()), dtype=np.int32)
+    widened, in_place = ids.copy(), ids.copy()
+    spans._shuffle_each(widened, lengths, np.random.default_rng(3))
+    monkeypatch.setattr(spans, '_WIDEN_MAX', 10_000)  # The 30k span is shuffled in place.
+    spans._shuffle_each(in_place, lengths, np.random.default_rng(3))
+    plain = ids.copy()
+    rng, start = np.random.default_rng(3), 0
+    for length in lengths.tolist():
+        rng.shuffle(plain[start:start + length])
+        start += length
+    assert np.array_equal(widened, plain) and np.array_equal(in_place, plain)
