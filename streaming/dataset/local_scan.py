@@ -45,7 +45,8 @@ def _usage_from_summary(shards: LazyShards, keep_zip: bool) -> list[int]:
     if b'/' not in summary.files and len(lines) == summary.file_offsets[-1]:
         # Compared as the summary's 'name<TAB>bytes' lines: no parsing of 50k lines.
         have = set(map('{}\t{}'.format, listing.keys(), listing.values()))
-        present = np.fromiter(map(have.__contains__, lines), bool, len(lines))
+        present = np.ones(len(lines), bool) if have.issuperset(lines) else \
+            np.fromiter(map(have.__contains__, lines), bool, len(lines))
     else:
         names, expected = summary.raw_files()
         present = np.array([(listing.get(name) if '/' not in name else

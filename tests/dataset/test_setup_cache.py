@@ -308,3 +308,27 @@ def test_a_failed_computation_is_reported_then_retried(tmp_path) -> None:
     again = shared_epoch_ids(SharedDir(shm), None, inputs, lambda: epoch_id_steps(**inputs))
     again.wait(len(again))
     assert np.array_equal(again.ids, epoch_sample_ids(**inputs))
+
+
+def test_the_local_scan_from_the_summary_counts_only_complete_shards(tmp_path) -> None:
+    """With a current summary, a truncated and a missing shard file are not counted as local."""
+    import shutil
+
+    from streaming import StreamingDataset
+
+    remote = write_ids(str(tmp_path / 'remote'), 600, size_limit=1 << 12)
+    local = str(tmp_path / 'local')
+    shutil.copytree(remote, local)
+    _run(remote=remote, local=local, batch_size=10)  # Writes the index summary.
+    with open(os.path.join(local, 'index.json')) as file:
+        entries = json.load(file)['shards']
+    names = [entry['raw_data']['basename'] for entry in entries]
+    with open(os.path.join(local, names[1]), 'r+b') as file:
+        file.truncate(10)
+    os.remove(os.path.join(local, names[3]))
+    os.symlink(os.path.join(remote, names[4]), os.path.join(local, names[4]) + '.link')
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=10)
+    assert isinstance(dataset.shards.parts[0], LazyShards)
+    complete = [entry['raw_data']['bytes'] for i, entry in enumerate(entries) if i not in (1, 3)]
+    index_bytes = os.path.getsize(os.path.join(local, 'index.json'))
+    assert dataset.cache_usage == index_bytes + sum(complete)
