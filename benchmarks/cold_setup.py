@@ -10,7 +10,7 @@ On an index-only scale dataset (``python -m benchmarks.run`` generates them unde
 - ``fisher-yates``: only the part of the order that cannot be skipped or split: numpy's
   ``Generator.shuffle`` over every span of the epoch, one span after another, as the reference
   draws them (which sample comes first depends on the generator's state after the last span),
-  in one reused buffer of 8-byte items, as ``order.spans`` does it;
+  in a view whose 8-byte items all share one place, as ``order.spans`` does it;
 - ``first sample cpu``: the CPU time (all threads of the process) to the first sample, a
   measure that a busy machine inflates less than the wall clock;
 - ``peak RSS``: the process's ``VmHWM`` after its first sample;
@@ -59,7 +59,10 @@ def _fisher_yates(dataset: object) -> float:
     import numpy as np
 
     sizes = np.asarray(dataset.samples_per_shard, np.int64)  # type: ignore[attr-defined]
-    buffer = np.empty(int(sizes.max()), np.int64)  # 8-byte items: numpy's fastest shuffle
+    from numpy.lib.stride_tricks import as_strided
+
+    # As order.spans' draws-only pass: 8-byte items (numpy's fastest shuffle), all one item.
+    buffer = as_strided(np.zeros(1, np.int64), shape=(int(sizes.max()),), strides=(0,))
     rng = np.random.default_rng(dataset.shuffle_seed)  # type: ignore[attr-defined]
     begin = time.perf_counter()
     for size in sizes.tolist():
