@@ -289,9 +289,10 @@ class SourceStream(Stream):
                            for rel, record in records]
             entries = [entry for rel, record in records
                        for entry in source.entries(record, rel, columns)]
-            if in_place is not None:
+            if in_place is not None:  # Nothing of it in the cache: it takes no cache space.
                 for entry in entries:
                     entry['source_root'] = in_place
+                    entry['raw_data']['bytes'] = 0
             if not entries:
                 raise IndexFileError(f'{self.root}: its {len(records)} {source.name} files '
                                      f'hold no samples.')

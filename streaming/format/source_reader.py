@@ -96,10 +96,6 @@ class SourceReader(Reader):
             self._maps = [mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)]
         return self._maps
 
-    def get_persistent_size(self, keep_zip: bool) -> int:
-        """Cache bytes once ready: none when read in place."""
-        return 0 if self.source_root is not None else super().get_persistent_size(keep_zip)
-
     def decode(self) -> tuple[Decoded, int]:
         """(the unit's columns decoded, bytes that takes in memory)."""
         raise NotImplementedError

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -238,7 +239,7 @@ def test_mixed_with_an_mds_stream_by_proportion(parquet_dir, tmp_path) -> None:
 def test_quarter_cache_shuffled_epoch_completes(tmp_path) -> None:
     root = str(tmp_path / 'data')
     write_parquet(root, files=4, rows=400, row_group_size=50)
-    dataset = _dataset(root, tmp_path, columns=['id', 'fixed', 'blob'])
+    dataset = _dataset(root, tmp_path, columns=['id', 'fixed', 'blob'], in_place=False)
     total = sum(shard.get_raw_size() for shard in dataset.shards)
     limit = total // 4
     with pytest.warns(UserWarning, match='shuffle_block_size'):
@@ -283,7 +284,10 @@ def test_local_files_are_read_in_place(tmp_path) -> None:
     root = str(tmp_path / 'data')
     write_parquet(root, row_group_size=20)  # 13 row groups per file, a few KiB each.
     expected = _expected(root, ['id', 'blob'])
-    dataset = _dataset(root, tmp_path, columns=['id', 'blob'], options={}, shuffle=True)
+    with warnings.catch_warnings():  # No shuffle block capped for a cache it does not use.
+        warnings.simplefilter('error')
+        dataset = _dataset(root, tmp_path, columns=['id', 'blob'], options={}, shuffle=True,
+                           cache_limit=1 << 16)
     assert dataset.num_shards == 3  # Default units read in place: up to 64 MiB, here a file.
     assert all(shard.source_root == os.path.abspath(root) for shard in dataset.shards)
     got = sorted((s['id'], s['blob']) for s in dataset)
