@@ -47,7 +47,10 @@ class ShardCache:
         self.streams = streams
         self.shard_streams = shard_streams
         self.limit = limit
-        self.evictable = np.array([streams[s].has_remote for s in shard_streams], bool)
+        # A shard that takes no cache space (a unit read in place) is never evicted: that would
+        # free nothing and only make every process drop what it decoded of it.
+        self.evictable = np.array([streams[s].has_remote for s in shard_streams], bool) & \
+            (self._max_sizes() > 0)
         self._lock = shared.lock('cache')
         # This process's view, for the read path: may anything be evicted, which eviction
         # generation of each shard it has mapped, and which shards it knows to be local.

@@ -293,6 +293,7 @@ def test_local_files_are_read_in_place(tmp_path) -> None:
     got = sorted((s['id'], s['blob']) for s in dataset)
     assert got == sorted((r['id'], r['blob']) for r in expected)
     assert [_plain(dataset[i]) for i in range(0, 750, 7)] == expected[::7]
+    assert not dataset.cache.evictable.any()  # Evicting would free nothing.
     cached = [f for _, _, fs in os.walk(str(tmp_path / 'cache')) for f in fs if '.u0' in f]
     assert cached == [] and dataset.cache_usage == os.path.getsize(
         os.path.join(str(tmp_path / 'cache'), 'index.json'))
@@ -302,3 +303,18 @@ def test_local_files_are_read_in_place(tmp_path) -> None:
     fresh = _dataset(root, tmp_path / 'k', refresh=False, options={'unit_bytes': 1})
     with pytest.raises(StaleSourceError, match=r'part-001\.parquet no longer exists'):
         fresh[300]
+
+
+def test_in_place_units_beside_a_limited_cache_are_never_evicted(parquet_dir, tmp_path) -> None:
+    from streaming import Stream
+    from tests.dataset.conftest import write_ids
+    mds = write_ids(str(tmp_path / 'mds'), 600, start=5000)  # ~20 shards of 4 KiB.
+    streams = [SourceStream(remote=parquet_dir, local=str(tmp_path / 'c1'), columns=['id']),
+               Stream(remote=mds, local=str(tmp_path / 'c2'))]
+    dataset = StreamingDataset(streams=streams, batch_size=10, shuffle=True,
+                               cache_limit=1 << 15, shuffle_block_size=100)
+    ids = sorted(s['id'] for s in dataset)
+    assert ids == list(range(750)) + list(range(5000, 5600))
+    parquet = dataset.stream_per_shard == 0
+    assert not dataset.cache.evictable[parquet].any() and dataset.cache.evictable[~parquet].all()
+    assert dataset.cache_usage <= 1 << 15
