@@ -8,8 +8,8 @@ of ``benchmarks/cases/sources.py``, written once as Parquet by ``pyarrow.parquet
 ``tokens`` in 4 files of 5,000-row groups, ``images`` in 4 files of 100-row groups) and as MDS
 by our ``MDSWriter`` (uncompressed, 64 MiB shards). One shuffled epoch through each library's
 DataLoader (batch 32, default collate) with 0 and 2 workers, each run in a fresh process with a
-fresh cache, alternating implementations for ``--repeats`` rounds; samples/s (whole epoch,
-including the first fetch of every row group into our cache) and time to first batch, medians.
+fresh cache, alternating implementations for ``--repeats`` rounds; samples/s (whole epoch; ours
+reads the local files in place) and time to first batch, medians.
 
 Remote case (``--remote``): the ``images`` Parquet files on a moto S3 server behind
 ``benchmarks.linkemu``'s proxy (same-region profile: 40 ms to first byte, 12 MB/s per connection,

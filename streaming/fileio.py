@@ -14,7 +14,7 @@ import os
 import secrets
 from typing import BinaryIO, Iterator
 
-__all__ = ['TEMP_SUFFIX', 'atomic_open', 'atomic_write', 'create_temp', 'publish',
+__all__ = ['TEMP_SUFFIX', 'atomic_open', 'atomic_write', 'create_temp', 'file_etag', 'publish',
            'remove_quietly']
 
 # Every temporary file ends with this suffix, so cleaners can recognise abandoned ones.
@@ -71,3 +71,8 @@ def atomic_write(path: str, data: bytes | bytearray | memoryview | str) -> None:
         data = data.encode('utf-8')
     with atomic_open(path) as file:
         file.write(data)
+
+
+def file_etag(st: os.stat_result) -> str:
+    """A local file's version tag, as its listing records it: mtime (ns) and size."""
+    return f'{st.st_mtime_ns}-{st.st_size}'

@@ -47,9 +47,11 @@ class ShardCache:
         self.streams = streams
         self.shard_streams = shard_streams
         self.limit = limit
+        # A shard that takes no cache space (a unit read in place) is never evicted: that would
+        # free nothing and only make every process drop what it decoded of it.
         remote = np.array([stream.has_remote for stream in streams], bool)
-        self.evictable = remote[np.asarray(shard_streams, np.int64)] if len(shard_streams) \
-            else np.zeros(0, bool)
+        self.evictable = (remote[np.asarray(shard_streams, np.int64)] if len(shard_streams)
+                          else np.zeros(0, bool)) & (self._max_sizes() > 0)
         self._lock = shared.lock('cache')
         # This process's view, for the read path: may anything be evicted, which eviction
         # generation of each shard it has mapped, and which shards it knows to be local.

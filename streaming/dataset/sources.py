@@ -9,7 +9,9 @@ ETag changed. From the sidecar and the ``columns`` asked for, the stream writes 
 ``index.json`` in its cache directory, one shard entry per unit; from there every part of the
 dataset (order, resumption, mixing, the node-wide cache and its eviction, ``ds[i]``) works as
 for MDS shards. A unit's local file is fetched with ranged GETs pinned to the indexed size and
-ETag.
+ETag, except for files already on a local disk, which formats that can (Parquet) read where they
+are: nothing is copied into the cache, the reader maps the file itself (checked against the
+indexed size and ETag) and such units take no cache space.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from streaming.errors import IndexFileError, SourceFileError
 from streaming.fileio import atomic_write
 from streaming.format.index import INDEX_BASENAME, dump_index
 from streaming.format.reader import Reader
+from streaming.format.registry import get_format
 from streaming.format.sources import (
     SourceFormat,
     check_schemas,
@@ -33,6 +36,7 @@ from streaming.format.sources import (
     get_sources,
     source_for_name,
 )
+from streaming.storage.local import local_path
 from streaming.storage.objects import ObjectInfo
 from streaming.storage.registry import is_remote_url
 from streaming.storage.sources import fetch_ranges, list_objects, read_chunks, read_range
@@ -44,6 +48,9 @@ __all__ = ['SourceStream', 'build_sidecar', 'index_files', 'list_sources', 'load
 
 SIDECAR_VERSION = 1
 INDEX_THREADS = 16
+# Units read in place are runs of the indexed units of up to this many bytes (as an MDS shard):
+# a shuffled batch then visits a few large units rather than many small ones.
+IN_PLACE_UNIT_BYTES = 64 << 20
 
 
 def sidecar_name(source: SourceFormat) -> str:
@@ -185,14 +192,18 @@ class SourceStream(Stream):
     columns). ``format``: the files' format (default: told by their extensions). ``columns``: the
     columns to read (Parquet: only their chunks are fetched); default all. ``refresh``: list the
     files at start and re-index those that changed (False trusts an existing sidecar index).
-    ``options``: indexing options of the format (JSONL: ``unit_bytes``). The other parameters
-    are ``Stream``'s.
+    ``options``: indexing options of the format (JSONL: ``unit_bytes``). ``in_place``: read
+    files on a local disk where they are, not copied into the cache (default; only formats whose
+    reader can, Parquet; False copies each unit's ranges into the cache as for remote files);
+    such units are runs of indexed units of up to 64 MiB unless ``options`` sets ``unit_bytes``.
+    The other parameters are ``Stream``'s.
     """
 
     def __init__(self, *, remote: str | None = None, local: str | None = None,
                  split: str | None = None, format: str | None = None,
                  columns: list[str] | None = None, refresh: bool = True,
-                 options: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 options: dict[str, Any] | None = None, in_place: bool = True,
+                 **kwargs: Any) -> None:
         if remote is None and local is None:
             raise ValueError('SourceStream needs remote (or local): where the files are.')
         if remote is None:
@@ -204,6 +215,7 @@ class SourceStream(Stream):
                              f'{columns!r}.')
         self.columns = list(columns) if columns is not None else None
         self.refresh = refresh
+        self.in_place = bool(in_place)
         self.options_given = dict(options or {})
         if local is None:
             local = default_local(f'{remote}|{split}|{format}|{self.columns}')
@@ -213,6 +225,14 @@ class SourceStream(Stream):
     def root(self) -> str:
         """Where the data files are (``remote`` joined with ``split``)."""
         return _join(self.remote, self.split)  # type: ignore[arg-type]
+
+    def in_place_root(self, source: SourceFormat) -> str | None:
+        """The local directory whose ``source`` files are read in place, if they are."""
+        root = self.root
+        if not self.in_place or (is_remote_url(root) and not root.startswith('file://')) or \
+                not getattr(get_format(source.name).reader, 'reads_in_place', False):
+            return None
+        return os.path.abspath(local_path(root))
 
     def _cached_sidecar(self, source: SourceFormat) -> str:
         return os.path.join(setup_cache_dir(self.local_dir), sidecar_name(source))
@@ -262,8 +282,17 @@ class SourceStream(Stream):
             source = get_source(sidecar['format'])
             records = list(sidecar['files'].items())
             columns = check_schemas(records, self.columns)
+            in_place = self.in_place_root(source)
+            if in_place is not None and 'unit_bytes' not in self.options_given:
+                # Larger units unless asked otherwise: nothing is fetched, fewer to visit.
+                records = [(rel, source.merged(record, IN_PLACE_UNIT_BYTES, columns))
+                           for rel, record in records]
             entries = [entry for rel, record in records
                        for entry in source.entries(record, rel, columns)]
+            if in_place is not None:  # Nothing of it in the cache: it takes no cache space.
+                for entry in entries:
+                    entry['source_root'] = in_place
+                    entry['raw_data']['bytes'] = 0
             if not entries:
                 raise IndexFileError(f'{self.root}: its {len(records)} {source.name} files '
                                      f'hold no samples.')
@@ -273,6 +302,13 @@ class SourceStream(Stream):
             if _read_optional(path, self.download_timeout) != text:
                 atomic_write(path, text)
         return super().get_index(fetch=False)
+
+    def prepare_shard(self, shard: Reader) -> int:
+        """A unit read in place: its file checked against the index, nothing fetched (0 bytes)."""
+        if getattr(shard, 'source_root', None) is None:
+            return super().prepare_shard(shard)
+        shard.check_source()  # type: ignore[attr-defined]
+        return 0
 
     def _fetch_checked(self, shard: Reader, info: dict[str, Any]) -> None:
         """Fetch a unit: its byte ranges of the source, pinned to the indexed version."""

@@ -8,7 +8,9 @@ followed by the footer; ``ParquetReader`` copies those ranges to their offsets i
 lazily backed map of the source's size and decodes it with ``pyarrow.parquet`` as if it were the
 whole file, natively and on one thread (bytes outside the ranges read as zeros; only the footer's
 tail is ever read there). Where such a map cannot be made, a Python file object over the local
-file (``RangeFile``) does the same, slower.
+file (``RangeFile``) does the same, slower. A file on a local disk is read in place instead
+(``SourceStream(in_place=True)``, the default): the file itself is mapped and decoded, nothing is
+copied into the cache.
 
 pyarrow is imported when a Parquet file is first indexed or read, never at ``import streaming``.
 """
@@ -115,6 +117,26 @@ class ParquetSource(SourceFormat):
         return {'schema': {field.name: type_name(field.type) for field in schema},
                 'footer': [footer_start, footer_len + 8], 'units': units}
 
+    def merged(self, record: dict[str, Any], limit: int,
+               columns: list[str] | None) -> dict[str, Any]:
+        units: list[dict[str, Any]] = []
+        size = 0
+        for unit in record['units']:
+            names = columns if columns is not None else list(unit['columns'])
+            length = sum(n for name in names for _, n in unit['columns'].get(name, []))
+            if not units or size + length > limit:
+                units.append({'samples': unit['samples'], 'row_groups': list(unit['row_groups']),
+                              'columns': {k: list(v) for k, v in unit['columns'].items()}})
+                size = length
+                continue
+            last = units[-1]
+            last['samples'] += unit['samples']
+            last['row_groups'][1] = unit['row_groups'][1]
+            for name, ranges in unit['columns'].items():
+                last['columns'].setdefault(name, []).extend(ranges)
+            size += length
+        return {**record, 'units': units}
+
     def unit_ranges(self, record: dict[str, Any], unit: dict[str, Any],
                     columns: list[str] | None) -> list[list[int]]:
         names = columns if columns is not None else list(unit['columns'])
@@ -199,16 +221,24 @@ def placed(data: Any, ranges: list[list[int]], size: int) -> Any:
 
 
 class ParquetReader(SourceReader):
-    """One row group of a Parquet file: its projected column chunks and the footer, local."""
+    """One row group of a Parquet file: its projected column chunks and the footer, local.
+
+    Or, read in place (``source_root``), the source file itself, mapped: no copy at all.
+    """
+
+    reads_in_place = True
 
     def decode(self) -> tuple[Decoded, int]:
         pq = _pq()
-        try:
-            import pyarrow as pa
-            handle = pa.BufferReader(pa.py_buffer(placed(self.data(), self.ranges,
-                                                         self.source_size)))
-        except (OSError, ValueError, OverflowError):  # No room for the map: a file object.
-            handle = RangeFile(self.data(), self.ranges, self.source_size)
+        import pyarrow as pa
+        if self.source_root is not None:
+            handle = pa.BufferReader(pa.py_buffer(self.data()))
+        else:
+            try:
+                handle = pa.BufferReader(pa.py_buffer(placed(self.data(), self.ranges,
+                                                             self.source_size)))
+            except (OSError, ValueError, OverflowError):  # No room for the map: a file object.
+                handle = RangeFile(self.data(), self.ranges, self.source_size)
         first, stop = self.row_groups or (self.unit, self.unit + 1)
         what = f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
         # One thread, no pre-buffering: the ranges are in memory already, and pyarrow's pools

@@ -4,16 +4,22 @@ A unit's shard entry names its source file (``source``, ``source_size``, ``sourc
 number in that file (``unit``) and the byte ``ranges`` of the source that its local file holds,
 end to end. A subclass implements ``decode``: the unit's data as ``{column: get(i)}``, kept while
 the unit is in use (under the process's ``DecodedCache`` budget).
+
+A unit of a file on a local disk may be read in place (``source_root`` set, and the reader's
+``reads_in_place``): no local copy is made; ``data()`` maps the source file itself, once its size
+and version tag are checked against the index.
 """
 
 from __future__ import annotations
 
 import mmap
+import os
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from streaming.errors import IndexFileError, SourceFileError
+from streaming.errors import IndexFileError, SourceFileError, StaleSourceError
+from streaming.fileio import file_etag
 from streaming.format.arrow_values import Decoded, DecodedCache
 from streaming.format.index import FileInfo
 from streaming.format.reader import Reader
@@ -28,27 +34,67 @@ class SourceReader(Reader):
     """One unit of a source file, made local as its byte ranges end to end."""
 
     file_keys = ('raw_data', 'zip_data')
+    reads_in_place = False  # Whether ``decode`` can read the source file itself (source_root).
 
     def __init__(self, dirname: str, split: str | None, compression: str | None,
                  hashes: list[str], raw_data: FileInfo, samples: int,
                  size_limit: int | str | None, zip_data: FileInfo | None, source: str,
                  source_size: int, unit: int, ranges: list[list[int]],
                  source_etag: str | None = None, columns: list[str] | None = None,
-                 first_line: int = 1, row_groups: list[int] | None = None) -> None:
+                 first_line: int = 1, row_groups: list[int] | None = None,
+                 source_root: str | None = None) -> None:
         super().__init__(dirname, split, compression, hashes, samples, size_limit)
         self.raw_data, self.zip_data = raw_data, zip_data
         self.file_pairs = [(raw_data, zip_data)]
         self.source, self.source_size, self.source_etag = source, source_size, source_etag
         self.unit, self.ranges, self.columns = unit, ranges, columns
         self.first_line, self.row_groups = first_line, row_groups
+        self.source_root = source_root if self.reads_in_place else None
         self.decoded: Decoded | None = None
 
     def check_files(self, maps: list[mmap.mmap]) -> None:
         pass  # Sizes are checked by the map; the content when decoded.
 
     def data(self) -> mmap.mmap:
-        """The local file, mapped."""
+        """The local file (or, read in place, the whole source file), mapped."""
         return (self._maps or self._open())[0]
+
+    def where(self) -> str:
+        """Where this unit is read from: its local copy, or the source file in place."""
+        if self.source_root is not None:
+            return f'read in place from {os.path.join(self.source_root, self.source)}'
+        return f'cached as {self.path(self.raw_data)}'
+
+    def _source_file(self) -> Any:
+        """The source file read in place, open, checked to be the version indexed."""
+        path = os.path.join(self.source_root or '', self.source)
+        try:
+            handle = open(path, 'rb')
+        except FileNotFoundError:
+            raise StaleSourceError(f'{path} no longer exists (it was indexed with '
+                                   f'{self.source_size} bytes): rebuild the index (streaming '
+                                   f'index URL) or let the stream re-list its files.') from None
+        st = os.fstat(handle.fileno())
+        if st.st_size != self.source_size or \
+                (self.source_etag is not None and file_etag(st) != self.source_etag):
+            handle.close()
+            raise StaleSourceError(f'{path} changed since it was indexed (now {st.st_size} '
+                                   f'bytes, ETag {file_etag(st)}; the index says '
+                                   f'{self.source_size} bytes, ETag {self.source_etag}): '
+                                   f'rebuild the index (streaming index URL) or let the stream '
+                                   f're-list its files.')
+        return handle
+
+    def check_source(self) -> None:
+        """Read in place: the source file must be there, as indexed (else ``StaleSourceError``)."""
+        self._source_file().close()
+
+    def _open(self) -> list[mmap.mmap]:
+        if self.source_root is None:
+            return super()._open()
+        with self._source_file() as handle:
+            self._maps = [mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)]
+        return self._maps
 
     def decode(self) -> tuple[Decoded, int]:
         """(the unit's columns decoded, bytes that takes in memory)."""
@@ -65,8 +111,7 @@ class SourceReader(Reader):
         except FileNotFoundError:
             raise
         except (OSError, ValueError, TypeError, KeyError, IndexError) as error:
-            raise SourceFileError(f'{what} of {self.source} (cached as '
-                                  f'{self.path(self.raw_data)}) cannot be decoded '
+            raise SourceFileError(f'{what} of {self.source} ({self.where()}) cannot be decoded '
                                   f'({type(error).__name__}: {error}): it is corrupt.') from None
         if table.num_rows != self.samples:
             raise SourceFileError(f'{what} of {self.source} has {table.num_rows} rows but the '

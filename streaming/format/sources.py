@@ -68,6 +68,15 @@ class SourceFormat:
             out.append(entry)
         return out
 
+    def merged(self, record: dict[str, Any], limit: int,
+               columns: list[str] | None) -> dict[str, Any]:
+        """``record`` with runs of consecutive units of up to ``limit`` bytes made one.
+
+        (Bytes of ``columns``; read in place, a unit is only what is decoded at once.) By
+        default the record as it is.
+        """
+        return record
+
     def unit_ranges(self, record: dict[str, Any], unit: dict[str, Any],
                     columns: list[str] | None) -> list[list[int]]:
         """The ``[start, length]`` byte ranges of the source that make ``unit``'s local file."""

@@ -6,7 +6,7 @@ import os
 import shutil
 from urllib.parse import unquote, urlparse
 
-from streaming.fileio import atomic_open
+from streaming.fileio import atomic_open, file_etag
 from streaming.storage.backend import Backend
 from streaming.storage.chunks import handle_chunks
 from streaming.storage.objects import ObjectInfo, Response
@@ -41,7 +41,7 @@ class LocalBackend(Backend):
         if not os.path.isfile(path):
             raise FileNotFoundError(f'{url}: no such file.')
         st = os.stat(path)
-        return ObjectInfo(st.st_size, f'{st.st_mtime_ns}-{st.st_size}')
+        return ObjectInfo(st.st_size, file_etag(st))
 
     def read(self, url: str, start: int = 0, end: int | None = None, *, timeout: float,
              etag: str | None = None) -> Response:
@@ -57,7 +57,7 @@ class LocalBackend(Backend):
         found = []
         for path in self.list(url):
             st = os.stat(local_path(path))
-            found.append((path, ObjectInfo(st.st_size, f'{st.st_mtime_ns}-{st.st_size}')))
+            found.append((path, ObjectInfo(st.st_size, file_etag(st))))
         return found
 
     def list(self, url: str) -> list[str]:

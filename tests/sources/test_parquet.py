@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -34,7 +35,8 @@ def _expected(root: str, columns: list[str] | None = None) -> list[dict]:
 
 
 def _dataset(remote: str, tmp_path, **kwargs) -> StreamingDataset:
-    stream_kwargs = {k: kwargs.pop(k) for k in ('columns', 'format', 'refresh', 'options')
+    stream_kwargs = {k: kwargs.pop(k) for k in ('columns', 'format', 'refresh', 'options',
+                                                      'in_place')
                      if k in kwargs}
     stream_kwargs.setdefault('options', {'unit_bytes': 1})  # A unit per row group.
     stream = SourceStream(remote=remote, local=str(tmp_path / 'cache'), **stream_kwargs)
@@ -78,7 +80,7 @@ def test_placed_ranges_and_the_file_object_fallback_read_the_same(tmp_path,
         raise OSError('no room')
 
     monkeypatch.setattr(parquet, 'placed', no_room)  # No anonymous map: the file object.
-    dataset = _dataset(root, tmp_path)
+    dataset = _dataset(root, tmp_path, in_place=False)
     assert [_plain(dataset[i]) for i in range(len(dataset))] == expected
 
 
@@ -104,7 +106,7 @@ def test_shuffled_epoch_through_workers_sees_each_row_once(parquet_dir, tmp_path
 
 def test_only_the_projected_columns_are_fetched(parquet_dir, tmp_path) -> None:
     import pyarrow.parquet as pq
-    dataset = _dataset(parquet_dir, tmp_path, columns=['id', 'blob'])
+    dataset = _dataset(parquet_dir, tmp_path, columns=['id', 'blob'], in_place=False)
     assert [_plain(dataset[i]) for i in range(750)] == _expected(parquet_dir, ['id', 'blob'])
     fetched = sum(shard.get_raw_size() for shard in dataset.shards)
     projected = footers = 0
@@ -237,12 +239,12 @@ def test_mixed_with_an_mds_stream_by_proportion(parquet_dir, tmp_path) -> None:
 def test_quarter_cache_shuffled_epoch_completes(tmp_path) -> None:
     root = str(tmp_path / 'data')
     write_parquet(root, files=4, rows=400, row_group_size=50)
-    dataset = _dataset(root, tmp_path, columns=['id', 'fixed', 'blob'])
+    dataset = _dataset(root, tmp_path, columns=['id', 'fixed', 'blob'], in_place=False)
     total = sum(shard.get_raw_size() for shard in dataset.shards)
     limit = total // 4
     with pytest.warns(UserWarning, match='shuffle_block_size'):
         dataset = _dataset(root, tmp_path / 'q', columns=['id', 'fixed', 'blob'], shuffle=True,
-                           cache_limit=limit)
+                           cache_limit=limit, in_place=False)
         loader = StreamingDataLoader(dataset, batch_size=8, num_workers=2)
         ids = [i for batch in loader for i in batch['id'].tolist()]
     assert sorted(ids) == list(range(1600))
@@ -276,3 +278,43 @@ def test_batch_gather_equals_the_per_sample_path(parquet_dir, tmp_path, monkeypa
 
     gathered, per_sample = batches('1', 'a'), batches('0', 'b')
     assert gathered == per_sample and len(gathered) == 750 // 8 + 1
+
+
+def test_local_files_are_read_in_place(tmp_path) -> None:
+    root = str(tmp_path / 'data')
+    write_parquet(root, row_group_size=20)  # 13 row groups per file, a few KiB each.
+    expected = _expected(root, ['id', 'blob'])
+    with warnings.catch_warnings():  # No shuffle block capped for a cache it does not use.
+        warnings.simplefilter('error')
+        dataset = _dataset(root, tmp_path, columns=['id', 'blob'], options={}, shuffle=True,
+                           cache_limit=1 << 16)
+    assert dataset.num_shards == 3  # Default units read in place: up to 64 MiB, here a file.
+    assert all(shard.source_root == os.path.abspath(root) for shard in dataset.shards)
+    got = sorted((s['id'], s['blob']) for s in dataset)
+    assert got == sorted((r['id'], r['blob']) for r in expected)
+    assert [_plain(dataset[i]) for i in range(0, 750, 7)] == expected[::7]
+    assert not dataset.cache.evictable.any()  # Evicting would free nothing.
+    cached = [f for _, _, fs in os.walk(str(tmp_path / 'cache')) for f in fs if '.u0' in f]
+    assert cached == [] and dataset.cache_usage == os.path.getsize(
+        os.path.join(str(tmp_path / 'cache'), 'index.json'))
+    kept = _dataset(root, tmp_path / 'k', options={'unit_bytes': 1})  # Asked for: kept.
+    assert kept.num_shards == 39
+    os.remove(os.path.join(root, 'part-001.parquet'))
+    fresh = _dataset(root, tmp_path / 'k', refresh=False, options={'unit_bytes': 1})
+    with pytest.raises(StaleSourceError, match=r'part-001\.parquet no longer exists'):
+        fresh[300]
+
+
+def test_in_place_units_beside_a_limited_cache_are_never_evicted(parquet_dir, tmp_path) -> None:
+    from streaming import Stream
+    from tests.dataset.conftest import write_ids
+    mds = write_ids(str(tmp_path / 'mds'), 600, start=5000)  # ~20 shards of 4 KiB.
+    streams = [SourceStream(remote=parquet_dir, local=str(tmp_path / 'c1'), columns=['id']),
+               Stream(remote=mds, local=str(tmp_path / 'c2'))]
+    dataset = StreamingDataset(streams=streams, batch_size=10, shuffle=True,
+                               cache_limit=1 << 15, shuffle_block_size=100)
+    ids = sorted(s['id'] for s in dataset)
+    assert ids == list(range(750)) + list(range(5000, 5600))
+    parquet = dataset.stream_per_shard == 0
+    assert not dataset.cache.evictable[parquet].any() and dataset.cache.evictable[~parquet].all()
+    assert dataset.cache_usage <= 1 << 15
