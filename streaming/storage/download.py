@@ -15,10 +15,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Iterator
 
 from streaming.fileio import create_temp, remove_quietly
 from streaming.storage.errors import CorruptDownloadError, DiskFullError, DownloadError
@@ -37,7 +40,28 @@ from streaming.storage.secrets import redact
 from streaming.storage.verify import Check, WrongBytes, hash_check, publish_verified
 from streaming.storage.watchdog import run_watched
 
-__all__ = ['DownloadConfig', 'download_file', 'download_streamed', 'fetch_bytes', 'hash_check']
+__all__ = ['DownloadConfig', 'download_file', 'download_streamed', 'fetch_bytes', 'hash_check',
+           'in_parts']
+
+# Parts this thread's downloads of known size should be split into (``in_parts``).
+_PARTS: contextvars.ContextVar[int] = contextvars.ContextVar('streaming_download_parts',
+                                                             default=1)
+MIN_PART = 512 << 10
+
+
+@contextlib.contextmanager
+def in_parts(parts: int) -> Iterator[None]:
+    """Download files of known size as up to ``parts`` ranged GETs (this thread, this block).
+
+    Parts are at least ``MIN_PART`` bytes; files above the ranged threshold keep their own
+    split. Used by the node's download schedule at the end of an epoch: the last few shards, split,
+    finish sooner than one capped connection each would allow.
+    """
+    token = _PARTS.set(max(1, int(parts)))
+    try:
+        yield
+    finally:
+        _PARTS.reset(token)
 
 
 def _env_bytes(name: str, default: int) -> int:
@@ -123,11 +147,12 @@ def download_with_backend(backend: ObjectStore, url: str, path: str, size: int |
 
 
 def _one_attempt(backend: ObjectStore, url: str, path: str, size: int | None, timeout: float,
-                 check: Check | None, config: DownloadConfig, whole: bool) -> None:
+                 check: Check | None, config: DownloadConfig, whole: bool,
+                 one_get: bool = False) -> None:
     if whole:
         download_with_backend(backend, url, path, size, timeout, check)
         return
-    if size is not None and size <= config.threshold:
+    if (size is not None and size <= config.threshold) or (size is None and one_get):
         download_in_one_get(backend, url, path, size, timeout, check)
         return
     if size is not None and not os.path.exists(f'{path}.partial.json'):
@@ -151,13 +176,14 @@ def _one_attempt(backend: ObjectStore, url: str, path: str, size: int | None, ti
 def download_file(url: str, local_path: str, *, retries: int = 2, timeout: float = 60.0,
                   size: int | None = None, check: Check | None = None,
                   config: DownloadConfig | None = None, backend: ObjectStore | None = None,
-                  ) -> str:
+                  one_get: bool = False) -> str:
     """Download ``url`` to ``local_path`` (atomically, verified); returns ``local_path``.
 
     ``retries`` extra attempts follow a failed one; ``timeout`` is the longest any request may go
     without receiving data; ``size``, when known, is the expected byte count; ``check(path)``
     returns a description of what is wrong with a downloaded temporary file (e.g. a checksum
-    mismatch, see ``hash_check``), or None, and a wrong file is downloaded again.
+    mismatch, see ``hash_check``), or None, and a wrong file is downloaded again. ``one_get``:
+    the object is known to be small (an index), so one GET, without asking its size first.
 
     Raises FileNotFoundError (no such object), PermissionError (access denied), DiskFullError,
     or, once every attempt has failed, DownloadError (CorruptDownloadError if the bytes kept
@@ -169,7 +195,7 @@ def download_file(url: str, local_path: str, *, retries: int = 2, timeout: float
         raise ValueError(f'timeout must be > 0 seconds, got {timeout}.')
     backend = backend or get_backend(url)
     return _download(backend, url, local_path, retries, timeout, size, check, config,
-                     not backend.streams)
+                     not backend.streams, one_get)
 
 
 def download_streamed(backend: ObjectStore, url: str, local_path: str, timeout: float,
@@ -183,15 +209,16 @@ def download_streamed(backend: ObjectStore, url: str, local_path: str, timeout: 
 
 def _download(backend: ObjectStore, url: str, local_path: str, retries: int, timeout: float,
               size: int | None, check: Check | None, config: DownloadConfig | None,
-              whole: bool) -> str:
-    config = config or DownloadConfig.from_env()
+              whole: bool, one_get: bool = False) -> str:
+    config = config or _split(DownloadConfig.from_env(), size)
     directory = os.path.dirname(local_path)
     if directory:
         os.makedirs(directory, exist_ok=True)
 
     def attempt() -> str:
         try:
-            _one_attempt(backend, url, local_path, size, timeout, check, config, whole)
+            _one_attempt(backend, url, local_path, size, timeout, check, config, whole,
+                         one_get)
         except OSError as error:
             if error.errno in DISK_ERRNOS and not isinstance(error, DiskFullError):
                 raise _disk_full(error, local_path) from None
@@ -208,6 +235,15 @@ def _download(backend: ObjectStore, url: str, local_path: str, retries: int, tim
         raise kind(f'Downloading {redact(url)} to {local_path} failed after {failed.attempts} '
                    f'attempt(s) in {failed.elapsed:.1f}s; last error: {_explain(failed.last)}'
                    ) from failed.last
+
+
+def _split(config: DownloadConfig, size: int | None) -> DownloadConfig:
+    """``config``, or, under ``in_parts``, one that splits a ``size``-byte file into parts."""
+    parts = min(_PARTS.get(), (size or 0) // MIN_PART)
+    if parts <= 1 or size is None or size > config.threshold:  # Larger ones are split anyway.
+        return config
+    part = -(-size // parts)
+    return replace(config, part_size=part, concurrency=parts, ranged_threshold=part)
 
 
 def _explain(error: BaseException) -> str:
