@@ -111,7 +111,7 @@ def light_settings(endpoint: str | None) -> Settings | None:
         'when_required'
     if endpoint:
         parts = urlsplit(endpoint)
-        if parts.scheme not in ('http', 'https') or not parts.hostname or \
+        if parts.scheme not in ('http', 'https') or not parts.hostname or ':' in parts.hostname or \
                 parts.path not in ('', '/') or parts.query or parts.username:
             return None
         https = parts.scheme == 'https'
@@ -216,12 +216,13 @@ class LightS3:
             self._ssl = ssl.create_default_context(cafile=bundle)
         return self._ssl
 
-    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+    def _connect(self, timeout: float, host: str | None = None) -> http.client.HTTPConnection:
         s = self.settings
+        host = host or s.host
         if s.https:
-            return http.client.HTTPSConnection(s.host, s.port, timeout=timeout,
+            return http.client.HTTPSConnection(host, s.port, timeout=timeout,
                                                context=self._ssl_context())
-        return http.client.HTTPConnection(s.host, s.port, timeout=timeout)
+        return http.client.HTTPConnection(host, s.port, timeout=timeout)
 
     def request(self, method: str, bucket: str, key: str, headers: dict[str, str],
                 timeout: float) -> tuple[int, dict[str, str], http.client.HTTPResponse,
@@ -229,7 +230,8 @@ class LightS3:
         """Send one request; (status, lower-cased headers, response, ``release(reusable)``)."""
         s = self.settings
         host, path = s.address(bucket, key)
-        where = (s.https, s.host, s.port)
+        server = host.rpartition(':')[0] if host.endswith(f':{s.port}') else host
+        where = (s.https, server, s.port)  # A virtual-hosted bucket is its own server.
         amz_date = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
         sent = sign(s, method, host, path, {k.lower(): v for k, v in headers.items()},
                     amz_date)
@@ -237,7 +239,7 @@ class LightS3:
             connection = self._pool.take(where) if attempt == 0 else None
             reused = connection is not None
             if connection is None:
-                connection = self._connect(min(timeout, 60.0))
+                connection = self._connect(min(timeout, 60.0), server)
             try:
                 if connection.sock is not None:
                     connection.sock.settimeout(timeout)

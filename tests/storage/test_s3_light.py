@@ -96,6 +96,8 @@ def test_aws_without_a_region_is_left_to_boto3(monkeypatch) -> None:
 
 
 class _Body:
+    length = None  # http.client's bytes still expected (None: not told).
+
     def __init__(self, data: bytes, fail_after: int | None = None) -> None:
         self.data, self.fail_after = io.BytesIO(data), fail_after
 
