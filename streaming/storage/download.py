@@ -147,12 +147,11 @@ def download_with_backend(backend: ObjectStore, url: str, path: str, size: int |
 
 
 def _one_attempt(backend: ObjectStore, url: str, path: str, size: int | None, timeout: float,
-                 check: Check | None, config: DownloadConfig, whole: bool,
-                 one_get: bool = False) -> None:
+                 check: Check | None, config: DownloadConfig, whole: bool) -> None:
     if whole:
         download_with_backend(backend, url, path, size, timeout, check)
         return
-    if (size is not None and size <= config.threshold) or (size is None and one_get):
+    if size is not None and size <= config.threshold:
         download_in_one_get(backend, url, path, size, timeout, check)
         return
     if size is not None and not os.path.exists(f'{path}.partial.json'):
@@ -176,14 +175,13 @@ def _one_attempt(backend: ObjectStore, url: str, path: str, size: int | None, ti
 def download_file(url: str, local_path: str, *, retries: int = 2, timeout: float = 60.0,
                   size: int | None = None, check: Check | None = None,
                   config: DownloadConfig | None = None, backend: ObjectStore | None = None,
-                  one_get: bool = False) -> str:
+                  ) -> str:
     """Download ``url`` to ``local_path`` (atomically, verified); returns ``local_path``.
 
     ``retries`` extra attempts follow a failed one; ``timeout`` is the longest any request may go
     without receiving data; ``size``, when known, is the expected byte count; ``check(path)``
     returns a description of what is wrong with a downloaded temporary file (e.g. a checksum
-    mismatch, see ``hash_check``), or None, and a wrong file is downloaded again. ``one_get``:
-    the object is known to be small (an index), so one GET, without asking its size first.
+    mismatch, see ``hash_check``), or None, and a wrong file is downloaded again.
 
     Raises FileNotFoundError (no such object), PermissionError (access denied), DiskFullError,
     or, once every attempt has failed, DownloadError (CorruptDownloadError if the bytes kept
@@ -195,7 +193,7 @@ def download_file(url: str, local_path: str, *, retries: int = 2, timeout: float
         raise ValueError(f'timeout must be > 0 seconds, got {timeout}.')
     backend = backend or get_backend(url)
     return _download(backend, url, local_path, retries, timeout, size, check, config,
-                     not backend.streams, one_get)
+                     not backend.streams)
 
 
 def download_streamed(backend: ObjectStore, url: str, local_path: str, timeout: float,
@@ -209,7 +207,7 @@ def download_streamed(backend: ObjectStore, url: str, local_path: str, timeout: 
 
 def _download(backend: ObjectStore, url: str, local_path: str, retries: int, timeout: float,
               size: int | None, check: Check | None, config: DownloadConfig | None,
-              whole: bool, one_get: bool = False) -> str:
+              whole: bool) -> str:
     config = config or _split(DownloadConfig.from_env(), size)
     directory = os.path.dirname(local_path)
     if directory:
@@ -217,8 +215,7 @@ def _download(backend: ObjectStore, url: str, local_path: str, retries: int, tim
 
     def attempt() -> str:
         try:
-            _one_attempt(backend, url, local_path, size, timeout, check, config, whole,
-                         one_get)
+            _one_attempt(backend, url, local_path, size, timeout, check, config, whole)
         except OSError as error:
             if error.errno in DISK_ERRNOS and not isinstance(error, DiskFullError):
                 raise _disk_full(error, local_path) from None

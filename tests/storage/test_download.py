@@ -243,7 +243,7 @@ class _Counting:
         return self.inner.stat(url, timeout=timeout)
 
 
-def test_in_parts_splits_a_known_size_and_one_get_skips_the_head(tmp_path) -> None:
+def test_in_parts_splits_a_known_size(tmp_path) -> None:
     from streaming.storage.download import MIN_PART, in_parts
     data = os.urandom(4 * MIN_PART + 5)
     (tmp_path / 'src.bin').write_bytes(data)
@@ -259,6 +259,5 @@ def test_in_parts_splits_a_known_size_and_one_get_skips_the_head(tmp_path) -> No
     assert len(backend.calls) == 4
     backend.calls.clear()
     download_file(url, str(tmp_path / 'c'), size=len(data), backend=backend)  # Outside: one.
-    download_file(url, str(tmp_path / 'd'), backend=backend, one_get=True)  # No stat first.
-    assert backend.calls == [('read', 0, None), ('read', 0, None)]
-    assert (tmp_path / 'd').read_bytes() == data
+    assert backend.calls == [('read', 0, None)]
+    assert (tmp_path / 'c').read_bytes() == data
