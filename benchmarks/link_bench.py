@@ -154,7 +154,7 @@ def _without_runs(results: dict[str, Any]) -> dict[str, Any]:
 COMMANDS = {
     'link-same-region.json': '--profiles same-region --repeats 3 --timeout 240',
     'link-same-region-cache25.json': '--profiles same-region --only-cache-limit --repeats 2 '
-                                     '--timeout 200',
+                                     '--impls ours litdata --timeout 200',
     'link-cross-region.json': '--profiles cross-region --repeats 2 --timeout 200',
     'link-uncapped.json': '--profiles uncapped --repeats 2 --impls ours litdata --timeout 200',
 }

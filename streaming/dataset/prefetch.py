@@ -18,8 +18,10 @@ the ones needed first start. The epoch's order is known before its first sample,
   the first to succeed carries on the schedule; downloads the dead process left half done are
   reclaimed by ``prepare``, which sees their lock free.
 * **how many in flight.** ``STREAMING_DOWNLOADS_IN_FLIGHT`` (an integer), or by default an
-  adaptive count: it starts at ``START``, grows while the bytes per second it achieves grow,
-  and halves when the store throttles or downloads fail.
+  adaptive count (``Concurrency``): it starts at ``START``, grows while the bytes per second it
+  achieves grow, and halves when the store throttles or downloads fail. The epoch's last
+  shards are fetched as ranged parts (``_tail_parts``), so that they do not trickle in over one
+  capped connection each while the link idles.
 * **how far ahead.** An explicit ``predownload`` bounds the lookahead as in the reference
   (samples per worker ahead of the slowest reader); by default the lookahead is bounded only by
   bytes: half of ``cache_limit``, or ``AUTO_AHEAD_BYTES`` without a limit. Under a limit,
@@ -46,6 +48,7 @@ from streaming.coord import Lease, SharedDir
 from streaming.dataset.cache import LOCAL, REMOTE, ShardCache
 from streaming.dataset.preload import preload_for_downloads
 from streaming.order.first_use import iter_first_uses, last_uses, sample_time
+from streaming.storage.download import in_parts
 
 __all__ = ['AUTO_AHEAD_BYTES', 'IN_FLIGHT_ENV', 'Concurrency', 'NodePrefetch', 'Progress',
            'in_flight_setting', 'prefetch_arrays']
@@ -238,17 +241,34 @@ class NodePrefetch:
         return (int(reported.min()) - 1 if len(reported) else 0), everyone
 
     # ---- one download ------------------------------------------------------------------------
-    def fetch(self, shard: int, first_use: int) -> None:
+    def fetch(self, shard: int, first_use: int, parts: int = 1) -> None:
+        """Download ``shard`` (in ``parts`` ranged GETs) unless someone has or does."""
         cache = self.cache
         if cache.states[shard] != REMOTE:
             return
-        cache.prepare(shard, blocking=False)
+        with in_parts(parts):
+            cache.prepare(shard, blocking=False)
         if cache.limit is not None:  # Fetched ahead: evicted after every shard already used.
             cache.access[shard] = time.monotonic_ns() + (3600 << 30) - first_use
 
 
 def _absent() -> None:
     return None
+
+
+MAX_PARTS = 8
+
+
+def _tail_parts(free: int, unstarted: int, limit: int) -> int:
+    """Ranged parts to fetch the next shard in: 1, except at the end of the epoch.
+
+    While at least ``limit`` shards are left to start, each is one GET. Past that, the last
+    ones are split so that they still use ``limit`` connections (at most ``MAX_PARTS`` each):
+    one capped connection per shard would leave the link idle while the last few trickle in.
+    """
+    if unstarted >= limit or free <= 0:
+        return 1
+    return max(1, min(MAX_PARTS, -(-limit // max(unstarted, 1))))
 
 
 def _run(ref: weakref.ref) -> None:
@@ -358,6 +378,7 @@ class _Schedule:
                 self.ahead.popleft()
             ahead_bytes = sum(size for _, size in self.ahead)
             limit = self.concurrency.value
+            unstarted = -1  # Shards nobody fetches yet, counted when first needed.
             while len(self.futures) < limit:
                 item = self._next()
                 if item is None:
@@ -375,7 +396,11 @@ class _Schedule:
                 if self.futures and not self._may_reserve(size):
                     break
                 self.queue.popleft()
-                self.futures[self.pool.submit(owner.fetch, shard, first)] = (shard, size)
+                if unstarted < 0:
+                    unstarted = int(np.count_nonzero(states == REMOTE))
+                parts = _tail_parts(limit - len(self.futures), unstarted, limit)
+                unstarted -= 1
+                self.futures[self.pool.submit(owner.fetch, shard, first, parts)] = (shard, size)
                 if first > now:
                     self.ahead.append((first, size))
                     ahead_bytes += size

@@ -15,10 +15,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Iterator
 
 from streaming.fileio import create_temp, remove_quietly
 from streaming.storage.errors import CorruptDownloadError, DiskFullError, DownloadError
@@ -37,7 +40,28 @@ from streaming.storage.secrets import redact
 from streaming.storage.verify import Check, WrongBytes, hash_check, publish_verified
 from streaming.storage.watchdog import run_watched
 
-__all__ = ['DownloadConfig', 'download_file', 'download_streamed', 'fetch_bytes', 'hash_check']
+__all__ = ['DownloadConfig', 'download_file', 'download_streamed', 'fetch_bytes', 'hash_check',
+           'in_parts']
+
+# Parts this thread's downloads of known size should be split into (``in_parts``).
+_PARTS: contextvars.ContextVar[int] = contextvars.ContextVar('streaming_download_parts',
+                                                             default=1)
+MIN_PART = 512 << 10
+
+
+@contextlib.contextmanager
+def in_parts(parts: int) -> Iterator[None]:
+    """Download files of known size as up to ``parts`` ranged GETs (this thread, this block).
+
+    Parts are at least ``MIN_PART`` bytes; files above the ranged threshold keep their own
+    split. Used by the node's download schedule at the end of an epoch: the last few shards, split,
+    finish sooner than one capped connection each would allow.
+    """
+    token = _PARTS.set(max(1, int(parts)))
+    try:
+        yield
+    finally:
+        _PARTS.reset(token)
 
 
 def _env_bytes(name: str, default: int) -> int:
@@ -184,7 +208,7 @@ def download_streamed(backend: ObjectStore, url: str, local_path: str, timeout: 
 def _download(backend: ObjectStore, url: str, local_path: str, retries: int, timeout: float,
               size: int | None, check: Check | None, config: DownloadConfig | None,
               whole: bool) -> str:
-    config = config or DownloadConfig.from_env()
+    config = config or _split(DownloadConfig.from_env(), size)
     directory = os.path.dirname(local_path)
     if directory:
         os.makedirs(directory, exist_ok=True)
@@ -208,6 +232,15 @@ def _download(backend: ObjectStore, url: str, local_path: str, retries: int, tim
         raise kind(f'Downloading {redact(url)} to {local_path} failed after {failed.attempts} '
                    f'attempt(s) in {failed.elapsed:.1f}s; last error: {_explain(failed.last)}'
                    ) from failed.last
+
+
+def _split(config: DownloadConfig, size: int | None) -> DownloadConfig:
+    """``config``, or, under ``in_parts``, one that splits a ``size``-byte file into parts."""
+    parts = min(_PARTS.get(), (size or 0) // MIN_PART)
+    if parts <= 1 or size is None or size > config.threshold:  # Larger ones are split anyway.
+        return config
+    part = -(-size // parts)
+    return replace(config, part_size=part, concurrency=parts, ranged_threshold=part)
 
 
 def _explain(error: BaseException) -> str:

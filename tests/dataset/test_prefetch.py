@@ -127,3 +127,13 @@ def test_no_background_download_with_predownload_zero(logged_remote, tmp_path):
     assert _log_lines(tmp_path) == []
     assert dataset[5]['id'] == 5  # Fetched on demand.
     assert len(_log_lines(tmp_path)) == 1
+
+
+def test_the_last_shards_are_split_into_parts():
+    from streaming.dataset.prefetch import MAX_PARTS, _tail_parts
+    assert _tail_parts(free=4, unstarted=40, limit=16) == 1  # Plenty left: whole shards.
+    assert _tail_parts(free=4, unstarted=16, limit=16) == 1
+    assert _tail_parts(free=4, unstarted=8, limit=16) == 2
+    assert _tail_parts(free=4, unstarted=3, limit=16) == 6
+    assert _tail_parts(free=4, unstarted=1, limit=16) == MAX_PARTS
+    assert _tail_parts(free=0, unstarted=1, limit=16) == 1

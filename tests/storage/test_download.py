@@ -224,3 +224,40 @@ def test_a_known_size_needs_no_head_and_the_parts_must_agree(proxy, tmp_path) ->
     with pytest.raises(CorruptDownloadError, match='has 600000 bytes, expected 500000'):
         download_file(url, str(tmp_path / 'w'), retries=0, size=500_000, config=config)
     assert _leftovers(tmp_path) == ['s']
+
+
+class _Counting:
+    """A local backend that records its calls (for the shape of a download)."""
+
+    def __init__(self) -> None:
+        from streaming.storage.local import LocalBackend
+        self.inner, self.calls = LocalBackend(), []
+        self.scheme, self.streams, self.can_read = 'file', True, True
+
+    def read(self, url, start=0, end=None, *, timeout, etag=None):
+        self.calls.append(('read', start, end))
+        return self.inner.read(url, start, end, timeout=timeout, etag=etag)
+
+    def stat(self, url, *, timeout):
+        self.calls.append(('stat',))
+        return self.inner.stat(url, timeout=timeout)
+
+
+def test_in_parts_splits_a_known_size(tmp_path) -> None:
+    from streaming.storage.download import MIN_PART, in_parts
+    data = os.urandom(4 * MIN_PART + 5)
+    (tmp_path / 'src.bin').write_bytes(data)
+    url = f'file://{tmp_path}/src.bin'
+    backend = _Counting()
+    with in_parts(4):
+        download_file(url, str(tmp_path / 'a'), size=len(data), backend=backend)
+    assert (tmp_path / 'a').read_bytes() == data
+    assert sorted(c[1] for c in backend.calls) == [i * (-(-len(data) // 4)) for i in range(4)]
+    backend.calls.clear()
+    with in_parts(64):  # Never below MIN_PART a part.
+        download_file(url, str(tmp_path / 'b'), size=len(data), backend=backend)
+    assert len(backend.calls) == 4
+    backend.calls.clear()
+    download_file(url, str(tmp_path / 'c'), size=len(data), backend=backend)  # Outside: one.
+    assert backend.calls == [('read', 0, None)]
+    assert (tmp_path / 'c').read_bytes() == data
