@@ -13,8 +13,9 @@ Parquet/JSONL files) must not pull it in through this package's ``__init__``.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from streaming._lazy import load_lazy
 
 # Public name -> module that defines it, imported on first access.
 _LAZY = {'DatasetConfig': 'streaming.dataset.config',
@@ -35,12 +36,7 @@ __all__ = ['DatasetConfig', 'ResumableLayout', 'SourceStream', 'Stream', 'Stream
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return load_lazy(globals(), _LAZY, name)
 
 
 def __dir__() -> list[str]:
