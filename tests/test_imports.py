@@ -152,6 +152,17 @@ def test_import_is_light(code: str) -> None:
     assert heavy == []
 
 
+def test_the_source_stream_is_registered_whatever_is_imported_first() -> None:
+    """``stream_name='source'`` works after importing just StreamingDataset (the registration
+    is a side effect of ``streaming.dataset.sources``, which the package imports eagerly)."""
+    code = ('from streaming.dataset.dataset import StreamingDataset\n'
+            'from streaming.dataset.stream import streams_registry\n'
+            'print("SOURCE", streams_registry.get("source").__name__)')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=True).stdout
+    assert 'SOURCE SourceStream' in out
+
+
 def test_writing_mds_does_not_import_torch(tmp_path: Any) -> None:
     code = (f'from streaming import MDSWriter\n'
             f'with MDSWriter(columns={{"a": "int", "b": "str"}}, out={str(tmp_path)!r}, '
