@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from streaming._lazy import load_lazy
 from streaming._version import __version__
 from streaming.writing import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 
@@ -39,12 +40,7 @@ _SUBPACKAGES = ('multimodal', 'text', 'vision')
 def __getattr__(name: str) -> Any:
     if name in _SUBPACKAGES:
         return importlib.import_module(f'{__name__}.{name}')
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return load_lazy(globals(), _LAZY, name)
 
 
 def __dir__() -> list[str]:

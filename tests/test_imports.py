@@ -141,12 +141,26 @@ def _modules_after(code: str) -> list[str]:
     'from streaming import MDSWriter, JSONWriter, CSVWriter',
     'import streaming.base.util',
     'import streaming.base.format.mds.encodings',
+    # The CLI's index/inspect/validate of Parquet/JSONL files (each CLI run paid torch's import).
+    'import streaming.dataset.sources',
+    'from streaming.cli.main import build_parser; build_parser()',
 ])
 def test_import_is_light(code: str) -> None:
     loaded = _modules_after(code)
     assert 'streaming' in loaded
     heavy = [m for m in loaded if m.split('.')[0] in HEAVY]
     assert heavy == []
+
+
+def test_the_source_stream_is_registered_whatever_is_imported_first() -> None:
+    """``stream_name='source'`` works after importing just StreamingDataset (the registration
+    is a side effect of ``streaming.dataset.sources``, which the package imports eagerly)."""
+    code = ('from streaming.dataset.dataset import StreamingDataset\n'
+            'from streaming.dataset.stream import streams_registry\n'
+            'print("SOURCE", streams_registry.get("source").__name__)')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=True).stdout
+    assert 'SOURCE SourceStream' in out
 
 
 def test_writing_mds_does_not_import_torch(tmp_path: Any) -> None:

@@ -5,12 +5,33 @@ Modules: ``config`` (every argument validated once: ``DatasetConfig``, ``Resumab
 ``epochs`` (epoch numbering and resume records), ``iteration`` (the shared epoch order and the
 reading loop), ``prefetch`` (the node's downloads in first-use order) and ``dataset`` (the
 glue).
+
+``StreamingDataset`` is imported on first access: it needs torch, and a submodule
+(``streaming.dataset.sources`` for the CLI's ``index``, ``inspect`` and ``validate`` of
+Parquet/JSONL files) must not pull torch in through this package's ``__init__``. The other names
+are light and imported here: ``sources`` registers the ``'source'`` stream in
+``streams_registry`` on import, which every use of the package must see.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from streaming._lazy import load_lazy
 from streaming.dataset.config import DatasetConfig, ResumableLayout
-from streaming.dataset.dataset import StreamingDataset
 from streaming.dataset.sources import SourceStream
 from streaming.dataset.stream import Stream, streams_registry
 
+if TYPE_CHECKING:
+    from streaming.dataset.dataset import StreamingDataset
+
 __all__ = ['DatasetConfig', 'ResumableLayout', 'SourceStream', 'Stream', 'StreamingDataset',
            'streams_registry']
+
+
+def __getattr__(name: str) -> Any:
+    return load_lazy(globals(), {'StreamingDataset': 'streaming.dataset.dataset'}, name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {'StreamingDataset'})

@@ -52,6 +52,15 @@ def run_job(tmp: str, *, nodes: int, ranks_per_node: int, dataset: dict[str, Any
     return results
 
 
+def run_runs(tmp: str, *, nodes: int, ranks_per_node: int, runs: list[dict[str, Any]],
+             timeout: float = 240, **config: Any) -> list[list[dict[str, Any]]]:
+    """Several runs (each a ``run_job`` config: ``dataset``, ``num_workers``, ...) done in turn by
+    the same rank processes of one world; returns, per run, each rank's result in rank order."""
+    results = run_job(tmp, nodes=nodes, ranks_per_node=ranks_per_node, dataset={}, runs=runs,
+                      timeout=timeout, **config)
+    return [[rank['runs'][i] for rank in results] for i in range(len(runs))]
+
+
 def global_batches(results: list[dict[str, Any]], epoch: int = 0) -> list[frozenset[int]]:
     """Global batch i = the union of every rank's batch i."""
     counts = {len(r['epochs'][epoch]) for r in results}

@@ -18,7 +18,7 @@ from streaming import StreamingDataset
 from streaming.dataset import order_store
 from streaming.dataset.order_store import IndexIds
 from tests.dataset.conftest import write_ids
-from tests.dataset.launch import global_batches, run_job
+from tests.dataset.launch import global_batches, run_runs
 
 NUM_SAMPLES = 960
 GLOBAL_BATCH = 16
@@ -61,28 +61,49 @@ def _dataset(remote: str, cache: str, nodes: int, ranks: int, algo: str) -> dict
                 batch_size=GLOBAL_BATCH // (nodes * ranks))
 
 
-@pytest.mark.parametrize('algo', ['index', 'mine'])
-def test_elastic_and_resumable_in_real_jobs(remote, tmp_path, algo) -> None:
-    install = ['tests.oracle.custom_order'] if algo == 'mine' else []
+ALGOS = ('index', 'mine')
+STOP = 23  # global batches before the checkpoint
 
-    def job(name: str, world: tuple[int, int, int], **config) -> list[dict]:
+
+@pytest.fixture(scope='module')
+def real_jobs(remote, tmp_path_factory) -> dict[str, dict[str, list[dict]]]:
+    """{algo: {job: each rank's result}}: one job per world, whose rank processes do the run of
+    each algo in turn (``launch.run_runs``: one torch import per rank serves both); ``mine`` is
+    registered (``tests.oracle.custom_order``) in its run, after the ``index`` run."""
+    tmp = tmp_path_factory.mktemp('jobs')
+    state_paths = {algo: str(tmp / f'state-{algo}.json') for algo in ALGOS}
+    results: dict[str, dict[str, list[dict]]] = {algo: {} for algo in ALGOS}
+
+    def job(name: str, world: tuple[int, int, int], **config) -> None:
         nodes, ranks, workers = world
-        return run_job(str(tmp_path / name), nodes=nodes, ranks_per_node=ranks,
-                       num_workers=workers, install=install,
-                       dataset=_dataset(remote, str(tmp_path / name / 'cache'), nodes, ranks,
-                                        algo), **config)
+        runs = [{'num_workers': workers,
+                 'install': ['tests.oracle.custom_order'] if algo == 'mine' else [],
+                 'dataset': _dataset(remote, str(tmp / name / algo / 'cache'), nodes, ranks,
+                                     algo),
+                 **{k: v(algo) if callable(v) else v for k, v in config.items()}}
+                for algo in ALGOS]
+        os.makedirs(tmp / name, exist_ok=True)
+        for algo, result in zip(ALGOS, run_runs(str(tmp / name), nodes=nodes,
+                                                ranks_per_node=ranks, runs=runs)):
+            results[algo][name] = result
 
-    os.makedirs(tmp_path / 'one')
-    os.makedirs(tmp_path / 'many')
-    os.makedirs(tmp_path / 'resumed')
-    reference = global_batches(job('one', (1, 1, 0)))
+    job('one', (1, 1, 0))
+    job('many', (2, 2, 2))
+    job('first', (1, 2, 2), stop_after_batches=STOP)
+    for algo in ALGOS:
+        with open(state_paths[algo], 'w') as f:
+            json.dump(results[algo]['first'][0]['state'], f)
+    job('resumed', (2, 1, 1), load_state=state_paths.__getitem__)
+    return results
+
+
+@pytest.mark.parametrize('algo', ALGOS)
+def test_elastic_and_resumable_in_real_jobs(real_jobs, algo) -> None:
+    jobs = real_jobs[algo]
+    reference = global_batches(jobs['one'])
     assert sorted(i for b in reference for i in b) == list(range(NUM_SAMPLES))
-    assert global_batches(job('many', (2, 2, 2))) == reference
-    stop = 23
-    first = job('one', (1, 2, 2), stop_after_batches=stop)
+    assert global_batches(jobs['many']) == reference
+    first = jobs['first']
     state = first[0]['state']
-    assert state['sample_in_epoch'] == stop * GLOBAL_BATCH
-    state_path = tmp_path / 'state.json'
-    state_path.write_text(json.dumps(state))
-    second = job('resumed', (2, 1, 1), load_state=str(state_path))
-    assert global_batches(first) + global_batches(second) == reference
+    assert state['sample_in_epoch'] == STOP * GLOBAL_BATCH
+    assert global_batches(first) + global_batches(jobs['resumed']) == reference

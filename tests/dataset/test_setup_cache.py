@@ -29,6 +29,7 @@ from streaming.format.index import read_index_bytes
 from streaming.order import get_epoch_order
 from streaming.order.exact import epoch_id_steps, epoch_sample_ids
 from tests.dataset.conftest import write_ids
+from tests.oracle.zygote import zygote
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,10 +50,19 @@ print(json.dumps({'ids': ids, 'lazy': type(dataset.shards.parts[0]).__name__}))
 
 
 def _run(env_extra: dict | None = None, **args) -> dict:
-    """Iterate one epoch in a fresh process (its own shared state, as a new job would)."""
+    """Iterate one epoch in a fresh process (its own shared state, as a new job would).
+
+    Without DataLoader workers the process is a child forked from a zygote that imported torch
+    alone (``tests/oracle/zygote.py``): streaming is imported afresh in each child, and torch's
+    import (most of a new interpreter's cost) is paid once. With workers it is a new
+    interpreter: a zygote child that forks DataLoader workers once hung."""
     env = {**os.environ, 'PYTHONPATH': REPO, **(env_extra or {})}
-    done = subprocess.run([sys.executable, '-c', _RUN, json.dumps(args)], capture_output=True,
-                          text=True, env=env, timeout=240)
+    argv = ['-c', _RUN, json.dumps(args)]
+    if args.get('workers', 0) == 0:
+        done = zygote(sys.executable, ['torch'], env).run(argv, env=env, cwd=REPO, timeout=240)
+    else:
+        done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env,
+                              timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

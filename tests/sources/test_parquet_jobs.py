@@ -10,7 +10,7 @@ import pytest
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.sources import SourceStream
-from tests.dataset.launch import global_batches, run_job
+from tests.dataset.launch import global_batches, run_runs
 from tests.sources.conftest import write_parquet
 
 NUM_SAMPLES = 960
@@ -31,34 +31,54 @@ def _dataset(remote: str, tmp_path, nodes: int, ranks: int) -> dict:
                 stream_config={'columns': ['id', 'blob']})
 
 
+STOP = 23  # global batches before the checkpoint
+
+
 @pytest.fixture(scope='module')
-def reference_batches(remote, tmp_path_factory) -> list[frozenset[int]]:
-    tmp = tmp_path_factory.mktemp('single')
-    return global_batches(run_job(str(tmp), nodes=1, ranks_per_node=1,
-                                  dataset=_dataset(remote, tmp, 1, 1)))
+def jobs(remote, tmp_path_factory) -> dict[str, list[dict]]:
+    """{run: each rank's result}: one job per world; the (1, 2) world's ranks do both its runs
+    (``launch.run_runs``: a rank process, torch's import, costs more than a run)."""
+    tmp = tmp_path_factory.mktemp('jobs')
+
+    def job(name: str, nodes: int, ranks: int, *runs: tuple[str, dict]) -> None:
+        configs = [{**config, 'dataset': _dataset(remote, tmp / run, nodes, ranks)}
+                   for run, config in runs]
+        for (run, _), result in zip(runs, run_runs(str(tmp / name), nodes=nodes,
+                                                   ranks_per_node=ranks, runs=configs)):
+            results[run] = result
+
+    results: dict[str, list[dict]] = {}
+    os.makedirs(tmp / 'one'), os.makedirs(tmp / 'two'), os.makedirs(tmp / 'four')
+    os.makedirs(tmp / 'resumed')
+    job('one', 1, 1, ('reference', {}))
+    job('two', 1, 2, ('(1, 2, 1)', {'num_workers': 1}),
+        ('first', {'num_workers': 2, 'stop_after_batches': STOP}))
+    job('four', 2, 2, ('(2, 2, 2)', {'num_workers': 2}))
+    state_path = tmp / 'state.json'
+    state_path.write_text(json.dumps(results['first'][0]['state']))
+    job('resumed', 2, 1, ('second', {'num_workers': 1, 'load_state': str(state_path)}))
+    return results
+
+
+@pytest.fixture(scope='module')
+def reference_batches(jobs) -> list[frozenset[int]]:
+    return global_batches(jobs['reference'])
 
 
 @pytest.mark.parametrize('nodes,ranks,workers', [(1, 2, 1), (2, 2, 2)])
-def test_same_global_batches_whatever_the_world(remote, tmp_path, reference_batches, nodes,
-                                                ranks, workers) -> None:
-    results = run_job(str(tmp_path), nodes=nodes, ranks_per_node=ranks, num_workers=workers,
-                      dataset=_dataset(remote, tmp_path, nodes, ranks))
+def test_same_global_batches_whatever_the_world(jobs, reference_batches, nodes, ranks,
+                                                workers) -> None:
+    results = jobs[str((nodes, ranks, workers))]
+    assert len(results) == nodes * ranks
     assert global_batches(results) == reference_batches
     seen = sorted(i for r in results for b in r['epochs'][0] for i in b)
     assert seen == list(range(NUM_SAMPLES))
 
 
-def test_resume_mid_epoch_on_another_world(remote, tmp_path, reference_batches) -> None:
-    stop = 23
-    first = run_job(str(tmp_path), nodes=1, ranks_per_node=2, num_workers=2,
-                    stop_after_batches=stop, dataset=_dataset(remote, tmp_path, 1, 2))
+def test_resume_mid_epoch_on_another_world(jobs, reference_batches) -> None:
+    first, second = jobs['first'], jobs['second']
     state = first[0]['state']
-    assert state['sample_in_epoch'] == stop * GLOBAL_BATCH
-    state_path = tmp_path / 'state.json'
-    state_path.write_text(json.dumps(state))
-    second = run_job(str(tmp_path), nodes=2, ranks_per_node=1, num_workers=1,
-                     load_state=str(state_path),
-                     dataset=_dataset(remote, tmp_path / 'b', 2, 1))
+    assert state['sample_in_epoch'] == STOP * GLOBAL_BATCH
     assert global_batches(first) + global_batches(second) == reference_batches
 
 
