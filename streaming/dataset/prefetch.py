@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
@@ -282,12 +283,23 @@ def _run(ref: weakref.ref) -> None:
         _Schedule(owner, pool).run()
     except FileNotFoundError:
         pass  # The dataset or its shared directory is gone: the run is over.
+    except RuntimeError:
+        # The interpreter is exiting (the pool takes no more work): nothing left to fetch for.
+        if not _exiting():
+            logger.warning('The node\'s download schedule stopped; readers fetch their own '
+                           'shards.', exc_info=True)
     except Exception:  # Readers fetch what they need themselves; say why we stopped.
         logger.warning('The node\'s download schedule stopped; readers fetch their own shards.',
                        exc_info=True)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         lease.give_up()
+
+
+def _exiting() -> bool:
+    """Whether this interpreter is shutting down (``concurrent.futures`` refuses new work)."""
+    import concurrent.futures.thread as pool_module
+    return sys.is_finalizing() or bool(getattr(pool_module, '_shutdown', False))
 
 
 class _Schedule:

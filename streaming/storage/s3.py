@@ -94,10 +94,13 @@ class S3Backend(Backend):
                         'and the bucket policy')
 
     def __init__(self) -> None:
-        self._clients: ClientCache[tuple[float, bool], Any] = ClientCache(
-            lambda key: self._make_client(*key))
+        # Keyed by the endpoint too: a process that points S3_ENDPOINT_URL elsewhere gets a client
+        # for the new endpoint, not the one built first.
+        self._clients: ClientCache[tuple[float, bool, str | None], Any] = ClientCache(
+            lambda key: self._make_client(*key[:2]))
         self._unsigned: bool | None = None
-        self._light: s3_light.LightS3 | None | bool = False  # False: not decided yet.
+        # Boto3-free clients per settings (None: boto3 decides); a redirect turns one off.
+        self._light: dict[s3_light.Settings, s3_light.LightS3 | None] = {}
         self._light_lock = threading.Lock()
 
     # ---- clients ----------------------------------------------------------------------------
@@ -112,7 +115,7 @@ class S3Backend(Backend):
         return split_bucket_key(url)
 
     def _client(self, timeout: float, upload: bool = False) -> Any:
-        return self._clients.get((float(timeout), upload))
+        return self._clients.get((float(timeout), upload, self.endpoint_url()))
 
     def warm_up(self, timeout: float) -> None:
         light = self._light_client()
@@ -122,15 +125,19 @@ class S3Backend(Backend):
             self._client(timeout)
 
     def _light_client(self) -> s3_light.LightS3 | None:
-        """The boto3-free client for reads, or None (boto3 decides; decided once)."""
-        light = self._light
+        """The boto3-free client for reads, or None (boto3 decides).
+
+        Decided from the environment at each call (microseconds against a request's
+        milliseconds), so a change of endpoint or credentials in this process is followed.
+        """
+        settings = s3_light.light_settings(self.endpoint_url()) \
+            if type(self) is S3Backend else None
+        if settings is None:
+            return None
+        light = self._light.get(settings, False)
         if light is False:
             with self._light_lock:
-                if self._light is False:
-                    settings = s3_light.light_settings(self.endpoint_url()) \
-                        if type(self) is S3Backend else None
-                    self._light = None if settings is None else s3_light.LightS3(settings)
-                light = self._light
+                light = self._light.setdefault(settings, s3_light.LightS3(settings))
         return light  # type: ignore[return-value]
 
     def _make_client(self, timeout: float, upload: bool) -> Any:
@@ -238,9 +245,10 @@ class S3Backend(Backend):
     def _payer_header(self, bucket: str) -> dict[str, str]:
         return {'x-amz-request-payer': 'requester'} if self._payer(bucket) else {}
 
-    def _without_light(self) -> None:
-        """A redirect: this backend reads through boto3 from now on."""
-        self._light = None
+    def _without_light(self, light: s3_light.LightS3) -> None:
+        """A redirect: reads with ``light``'s settings go through boto3 from now on."""
+        with self._light_lock:
+            self._light[light.settings] = None
 
     # ---- operations -------------------------------------------------------------------------
     def stat(self, url: str, *, timeout: float) -> ObjectInfo:
@@ -249,7 +257,7 @@ class S3Backend(Backend):
             try:
                 return self._light_stat(light, url, timeout)
             except s3_light.Redirected:
-                self._without_light()
+                self._without_light(light)
         bucket, key = self.bucket_key(url)
         try:
             head = self._client(timeout).head_object(Bucket=bucket, Key=key,
@@ -265,7 +273,7 @@ class S3Backend(Backend):
             try:
                 return self._light_read(light, url, start, end, timeout, etag)
             except s3_light.Redirected:
-                self._without_light()
+                self._without_light(light)
         bucket, key = self.bucket_key(url)
         kwargs: dict[str, Any] = {'Bucket': bucket, 'Key': key, **self._payer(bucket)}
         if start or end is not None:

@@ -215,6 +215,8 @@ dataset = StreamingDataset(streams=[FiveEach(local=root + '/a'), FiveEach(local=
 result = [len(dataset), len(list(dataset))]
 """,
     # A set_up_local that reports nothing local: the dataset must not trust the files.
+    # (predownload=0: ours starts the node's downloads when the dataset is built, which would
+    # race with reading cache_usage; the reference downloads only when iterated.)
     'set_up_local_override': """
 class NothingLocal(Stream):
     def set_up_local(self, shards, cache_usage_per_shard):
@@ -223,7 +225,8 @@ write(root + '/remote', 20)
 first = StreamingDataset(remote=root + '/remote', local=root + '/local', batch_size=2)
 list(first)
 dataset = StreamingDataset(streams=[NothingLocal(remote=root + '/remote',
-                                                  local=root + '/local')], batch_size=2)
+                                                  local=root + '/local')], batch_size=2,
+                           predownload=0)
 result = [dataset.cache_usage == dataset.streams[0].get_index_size()]
 """,
     # Stratified batching when the streams' shares of a batch tie for the extra sample.

@@ -171,7 +171,31 @@ def test_boto3_setting_keeps_reads_on_boto3(s3, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv('STREAMING_S3_CLIENT', 'boto3')
     download_file(f's3://{bucket}/k', str(tmp_path / 'k'))
     assert (tmp_path / 'k').read_bytes() == b'abc'
-    assert get_backend(f's3://{bucket}/k')._light is None
+    assert get_backend(f's3://{bucket}/k')._light_client() is None
+
+
+@pytest.mark.parametrize('client_setting', ['auto', 'boto3'])
+def test_a_changed_endpoint_is_followed_in_the_same_process(s3, monkeypatch, tmp_path,
+                                                            client_setting) -> None:
+    """The backend is built once per process; reads go where S3_ENDPOINT_URL says now, not
+    where it pointed when the first client was built (either client)."""
+    import socket
+    client, bucket = s3
+    client.put_object(Bucket=bucket, Key='k', Body=b'abc')
+    monkeypatch.setenv('STREAMING_S3_CLIENT', client_setting)
+    url = f's3://{bucket}/k'
+    download_file(url, str(tmp_path / 'a'))
+    with socket.socket() as spare:  # A port with nobody listening.
+        spare.bind(('127.0.0.1', 0))
+        dead = f'http://127.0.0.1:{spare.getsockname()[1]}'
+    real = os.environ['S3_ENDPOINT_URL']
+    monkeypatch.setenv('S3_ENDPOINT_URL', dead)
+    with pytest.raises(Exception, match='refused|Could not connect|failed'):
+        download_file(url, str(tmp_path / 'b'), retries=0)
+    assert not (tmp_path / 'b').exists()
+    monkeypatch.setenv('S3_ENDPOINT_URL', real)
+    download_file(url, str(tmp_path / 'c'))
+    assert (tmp_path / 'a').read_bytes() == (tmp_path / 'c').read_bytes() == b'abc'
 
 
 @pytest.mark.parametrize('closes', [False, True])
