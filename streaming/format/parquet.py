@@ -122,8 +122,7 @@ class ParquetSource(SourceFormat):
         units: list[dict[str, Any]] = []
         size = 0
         for unit in record['units']:
-            names = columns if columns is not None else list(unit['columns'])
-            length = sum(n for name in names for _, n in unit['columns'].get(name, []))
+            length = sum(n for _, n in _projected(unit, columns))
             if not units or size + length > limit:
                 units.append({'samples': unit['samples'], 'row_groups': list(unit['row_groups']),
                               'columns': {k: list(v) for k, v in unit['columns'].items()}})
@@ -139,14 +138,18 @@ class ParquetSource(SourceFormat):
 
     def unit_ranges(self, record: dict[str, Any], unit: dict[str, Any],
                     columns: list[str] | None) -> list[list[int]]:
-        names = columns if columns is not None else list(unit['columns'])
-        ranges = [r for name in names for r in unit['columns'].get(name, [])]
-        return _coalesce(ranges) + [list(record['footer'])]
+        return _coalesce(_projected(unit, columns)) + [list(record['footer'])]
 
     def entry_extras(self, record: dict[str, Any], unit: dict[str, Any],
                      columns: list[str] | None) -> dict[str, Any]:
         return {'columns': list(columns) if columns is not None else list(record['schema']),
                 'row_groups': list(unit['row_groups'])}
+
+
+def _projected(unit: dict[str, Any], columns: list[str] | None) -> list[list[int]]:
+    """The ``[start, length]`` chunks of ``unit`` that hold ``columns`` (all if None)."""
+    names = columns if columns is not None else list(unit['columns'])
+    return [r for name in names for r in unit['columns'].get(name, [])]
 
 
 class RangeFile:
