@@ -178,7 +178,7 @@ class NodePrefetch:
         self.lease = Lease(shared.file_path('downloader.lease'))
         # The schedule's threads must never import a module first (a worker forked meanwhile
         # would deadlock on its import lock): import what they use now, in this thread.
-        preload_for_downloads(cache.streams, cache.shards)
+        preload_for_downloads(cache.streams)
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._start_lock = threading.Lock()

@@ -4,7 +4,7 @@ A DataLoader worker forked while another thread of its parent holds a module's i
 deadlocks as soon as it imports that module itself: the child gets the lock held, and never the
 thread that would release it. The node's schedule (``streaming.dataset.prefetch``) starts its
 threads when the dataset is built, before workers are forked, and its downloads use modules that
-are imported on first use: ``numpy.random`` (the epoch's order), the codec of compressed shards,
+are imported on first use: ``numpy.random`` (the epoch's order), the codecs of compressed shards,
 the checksum of ``validate_hash``, the storage SDK and what its client imports when built. The
 dataset's constructor imports all of them (``preload_for_downloads``) before any such thread
 exists, so those threads never do a first import (tests/dataset/test_first_imports.py checks it
@@ -18,25 +18,23 @@ import logging
 from typing import Sequence
 
 from streaming.dataset.stream import Stream
-from streaming.format import Reader
 
 __all__ = ['preload_for_downloads']
 
 logger = logging.getLogger(__name__)
 
 
-def preload_for_downloads(streams: Sequence[Stream], shards: Sequence[Reader]) -> None:
-    """Import the modules that downloading and preparing these shards will use.
+def preload_for_downloads(streams: Sequence[Stream]) -> None:
+    """Import the modules that downloading and preparing these streams' shards will use.
 
     A module that cannot be imported is left to the download, which reports it where it is
     needed (a missing codec or SDK is that shard's error, not the dataset's).
     """
     import numpy.random  # noqa: F401 - numpy imports it lazily, on first use.
 
-    from streaming.format.compression import import_codec
+    from streaming.format.compression import import_installed_codecs
     from streaming.storage import get_backend
-    for compression in {shard.compression for shard in shards if shard.compression}:
-        _quietly(import_codec, compression)
+    import_installed_codecs()
     for stream in streams:
         if stream.validate_hash:
             _quietly(importlib.import_module,
