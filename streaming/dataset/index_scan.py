@@ -2,8 +2,9 @@
 
 The cold start of a large dataset is its index: 50k shard entries to parse, check and summarise
 (``index_cache``). Here the entries are parsed one by one from the text (``raw_decode``), so that
-each one's place in the file is known: the summary keeps the index's own bytes and those
-offsets, instead of serialising every entry again. Each batch is checked in bulk
+each one's place in the file is known (or, for the usual index whose entries differ only in
+their samples and files, matched as text: ``index_uniform``): the summary keeps the index's own
+bytes and those offsets, instead of serialising every entry again. Each batch is checked in bulk
 (``check_entries``), reduced to the summary's columns with numpy, and dropped, so the parsed
 entries of the whole index are never in memory at once.
 
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from streaming.dataset.index_cache import IndexSummary, entry_columns
+from streaming.dataset.index_uniform import scan_uniform
 from streaming.errors import IndexFileError
 from streaming.format.index import check_entries
 from streaming.format.registry import get_format, unsafe_encodings
@@ -101,6 +103,10 @@ def _scan_shards(path: str, doc: str, i: int, text: bytes) -> tuple[IndexSummary
     seen: dict[str, tuple[int, str]] = {}
     end = i + 1
     if doc[i] != ']':
+        uniform = scan_uniform(path, doc, i)
+        if uniform is not None:
+            columns, starts, end, i = uniform
+            return _join([columns], np.array([*starts, end], np.int64), text), i
         # scan_once is raw_decode without its wrapper: StopIteration where no value starts.
         decode = _DECODER.scan_once  # type: ignore[attr-defined]
         after, add_start, add = _NEXT.match, starts.append, batch.append

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from streaming.format.registry import get_format
 from streaming.format.schema import MAX_NAME_CHARS, MAX_RAW_BYTES, MAX_SAMPLES, MAX_ZIP_BYTES
 
-__all__ = ['prove_entries']
+__all__ = ['digests_valid', 'names_valid', 'prove_entries']
 
 _HEX_RUN = re.compile('[0-9a-fA-F]*')
 # A basename component that is empty, "." or "..", between separators ("/", or "\0" between
@@ -172,6 +172,23 @@ def _file_infos_valid(infos: list[Any], high: int) -> list[str] | None:
     if not _all_of(names, str) or not _ints_within(list(map(itemgetter('bytes'), infos)), 0,
                                                     high):
         return None
+    hashes = [info.get('hashes', {}) for info in infos]
+    if not _all_of(hashes, dict):
+        return None
+    algos = [algo for value in hashes for algo in value]
+    digests = [digest for value in hashes for digest in value.values()]
+    if not _all_of(algos, str) or not _all_of(digests, str) or not digests_valid(digests):
+        return None
+    return names_valid(names)
+
+
+def names_valid(names: list[str]) -> list[str] | None:
+    """What ``check_basename`` checks, for a column of names (all ``str``); normalised, or None.
+
+    Normalised: backslashes as ``/``, the form in which two entries may not name the same file.
+    """
+    if not names:
+        return []
     if max(map(len, names)) > MAX_NAME_CHARS:
         return None
     joined = '\0' + '\0'.join(names) + '\0'
@@ -180,13 +197,10 @@ def _file_infos_valid(infos: list[Any], high: int) -> list[str] | None:
     normal = joined.replace('\\', '/')
     if any(part in normal for part in (_BAD_PARTS if '/' in normal else _BAD_NAMES)):
         return None
-    hashes = [info.get('hashes', {}) for info in infos]
-    if not _all_of(hashes, dict):
-        return None
-    algos = [algo for value in hashes for algo in value]
-    digests = [digest for value in hashes for digest in value.values()]
-    if not _all_of(algos, str) or not _all_of(digests, str) or \
-            (digests and min(map(len, digests)) == 0) or \
-            not _HEX_RUN.fullmatch(''.join(digests)):
-        return None
     return normal[1:-1].split('\0')
+
+
+def digests_valid(digests: list[str]) -> bool:
+    """Whether a column of digests (all ``str``) are all non-empty hex, as ``check_file_info``."""
+    return not digests or min(map(len, digests)) > 0 and \
+        _HEX_RUN.fullmatch(''.join(digests)) is not None
