@@ -20,7 +20,8 @@ On an index-only scale dataset (``python -m benchmarks.run`` generates them unde
 ``--no-floor`` skips the Fisher-Yates floor (minutes at 1B on a busy machine).
 ``--litdata PATH`` also times LitData over its own copy of the dataset (``prepare.py litdata``),
 a fresh process in its env (``envs.litdata_python``) after each of ours, in the same run:
-``StreamingDataset(input_dir=PATH, shuffle=True)`` to its first item, timed after the imports.
+``StreamingDataset(input_dir=PATH, shuffle=True)`` to its first item, timed after the imports;
+each pair (ours, then LitData's) is compared too.
 ``--algo index`` times the index-computable shuffle instead of py1e (no Fisher-Yates floor: it
 has none). ``--resume`` times a fresh process that loads a checkpoint at the middle of epoch 0
 and takes the first batch from a ``StreamingDataLoader`` with ``--workers`` workers.
@@ -171,6 +172,10 @@ def main() -> None:
     if theirs:
         _report(f"LitData, cold: {theirs[0]['samples']:,} samples, medians of {args.repeats} "
                 f'fresh processes:', theirs)
+        for key in ('first_sample_s', 'first_sample_cpu_s'):
+            gaps = [ours[key] - their[key] for ours, their in zip(runs, theirs)]
+            print(f'  pairs, {key}: ours below LitData in {sum(gap < 0 for gap in gaps)} of '
+                  f"{len(gaps)} (ours - LitData: {', '.join(f'{gap:+.2f}' for gap in gaps)})")
 
 if __name__ == '__main__':
     main()
