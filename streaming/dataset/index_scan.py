@@ -105,8 +105,8 @@ def _scan_shards(path: str, doc: str, i: int, text: bytes) -> tuple[IndexSummary
     if doc[i] != ']':
         uniform = scan_uniform(path, doc, i)
         if uniform is not None:
-            columns, starts, end, i = uniform
-            return _join([columns], np.array([*starts, end], np.int64), text), i
+            runs, starts, end, i = uniform
+            return _join(runs, np.array([*starts, end], np.int64), text), i
         # scan_once is raw_decode without its wrapper: StopIteration where no value starts.
         decode = _DECODER.scan_once  # type: ignore[attr-defined]
         after, add_start, add = _NEXT.match, starts.append, batch.append

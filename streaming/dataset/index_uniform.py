@@ -5,13 +5,15 @@ compression and hash algorithms, and differs only in its sample count and its fi
 sizes and digests. Here the first entry is parsed and checked as usual, and turned into a
 regular expression that matches its own text with those varying values left open (a string
 with no escape, or an integer with no sign or leading zero). The shards array is then matched
-with it in C, entry after entry: an entry that matches has the value of the first one with its
-own varying values, so it needs only the checks of those values, made as columns
-(``bulk_check``). Neither a dict per entry nor a JSON decode of the whole file is made: at
-50,000 shards the match takes about a fifth of the time of ``json.loads``.
+with it in C, each entry where the last one ended: an entry that matches has the value of the
+first one with its own varying values, so it needs only the checks of those values, made as
+columns (``bulk_check``). Neither a dict per entry nor a JSON decode of the whole file is made:
+at 50,000 shards the match takes about a fifth of the time of ``json.loads``. An entry that
+does not match starts a new run, with its own template (a merged index of datasets of a few
+shapes, say), up to a few runs or one per 256 entries.
 
-Anything else (the first entry not written as ``json.dumps`` writes it, or invalid; an entry
-that does not match; a varying value that does not check) gives None, and the caller scans the
+Anything else (an entry not written as ``json.dumps`` writes it, or invalid; too many runs; a
+varying value that does not check; one file named twice) gives None, and the caller scans the
 index entry by entry (``index_scan``), which raises the usual error for a bad one.
 """
 
@@ -35,45 +37,59 @@ _STRING = r'"([^"\\\x00-\x1f]*)"'  # A JSON string with no escape (the text is A
 _INT = '(0|[1-9][0-9]{0,17})'  # A JSON integer >= 0 that fits an int64.
 _NEXT = re.compile(r'[ \t\n\r]*([,\]])[ \t\n\r]*')
 _DECODER = json.JSONDecoder()
+# Runs of alike entries matched before giving up, unless they average this many entries.
+_RUNS, _RUN_ENTRIES = 8, 256
 
 
 def scan_uniform(path: str, doc: str,
-                 i: int) -> tuple[dict[str, Any], list[int], int, int] | None:
+                 i: int) -> tuple[list[dict[str, Any]], list[int], int, int] | None:
     """The shards array whose first entry starts at ``doc[i]``, matched as text; or None.
 
-    Returns the columns (as ``entry_columns``), the start of each entry, the end of the last
-    one, and the position after the array's ``]`` and the whitespace that follows it.
+    Returns the columns of each run of alike entries (as ``entry_columns``), the start of each
+    entry, the end of the last one, and the position after the array's ``]`` and the
+    whitespace that follows it.
     """
-    try:
-        first, end = _DECODER.raw_decode(doc, i)
-    except ValueError:
-        return None
-    template = _template(path, first, doc[i:end])
-    if template is None:
-        return None
-    pattern, fields = template
     starts: list[int] = []
-    rows: list[tuple[str, ...]] = []
-    add_start, add_row, pos = starts.append, rows.append, i
-    for match in pattern.finditer(doc, i):
-        if match.start() != pos:
+    parts: list[dict[str, Any]] = []
+    names: list[str] = []
+    while True:  # A run of entries alike, each time.
+        if len(parts) >= max(_RUNS, len(starts) // _RUN_ENTRIES):
+            return None  # Too many shapes for templates to pay: entry by entry.
+        try:
+            first, end = _DECODER.raw_decode(doc, i)
+        except ValueError:
             return None
-        add_start(pos)
-        add_row(match.groups())
+        template = _template(path, first, doc[i:end])
+        if template is None:
+            return None
+        pattern, fields = template
+        rows: list[tuple[str, ...]] = []
+        add_start, add_row = starts.append, rows.append
+        scan = pattern.scanner(doc, i).match  # Anchored: each match where the last one ended.
+        match = None
+        while (found := scan()) is not None:
+            match = found
+            add_start(match.start())
+            add_row(match.groups())
+        if match is None:
+            return None
+        columns = _columns(first, fields, rows, names)
+        if columns is None:
+            return None
+        parts.append(columns)
         end = match.end()
-        if doc.startswith(', ', end):  # The usual separator, as json.dumps writes it.
-            pos = end + 2
+        if doc.startswith(', ', end - 2):  # The separator matched: another entry follows.
+            i = end
             continue
-        found = _NEXT.match(doc, end)
-        if found is None:
+        after = _NEXT.match(doc, end)
+        if after is None:
             return None
-        pos = found.end()
-        if found.group(1) == ']':
+        i = after.end()
+        if after.group(1) == ']':
             break
-    else:
+    if len(set(names)) != len(names):  # Two entries name one file.
         return None
-    columns = _columns(first, fields, rows)
-    return None if columns is None else (columns, starts, end, pos)
+    return parts, starts, end, i
 
 
 def _template(path: str, entry: Any, text: str) -> tuple[re.Pattern[str], list[tuple]] | None:
@@ -122,12 +138,15 @@ def _template(path: str, entry: Any, text: str) -> tuple[re.Pattern[str], list[t
     pattern = ''.join(re.escape(part) if n % 2 == 0 else
                       _INT if fields[n // 2] in ints else _STRING
                       for n, part in enumerate(parts))
-    return re.compile(pattern), fields
+    return re.compile(pattern + '(?:, )?'), fields
 
 
-def _columns(first: dict[str, Any], fields: list[tuple],
-             rows: list[tuple[str, ...]]) -> dict[str, Any] | None:
-    """``entry_columns`` of the matched entries, if their varying values are valid; else None."""
+def _columns(first: dict[str, Any], fields: list[tuple], rows: list[tuple[str, ...]],
+             names: list[str]) -> dict[str, Any] | None:
+    """``entry_columns`` of the matched entries, if their varying values are valid; else None.
+
+    ``names`` gains their files' normalised names.
+    """
     n = len(rows)
     values = dict(zip(fields, zip(*rows)))
     samples = np.fromiter(map(int, values[('samples',)]), np.int64, n)
@@ -138,7 +157,6 @@ def _columns(first: dict[str, Any], fields: list[tuple],
     digests = [values[field] for field in fields if len(field) == 3]
     if not digests_valid(list(chain.from_iterable(digests))):
         return None
-    names: list[str] = []
     sizes = {}
     for key in present:
         sizes[key] = np.fromiter(map(int, values[(key, 'bytes')]), np.int64, n)
@@ -148,8 +166,6 @@ def _columns(first: dict[str, Any], fields: list[tuple],
         if normal is None:
             return None
         names += normal
-    if len(set(names)) != len(names):  # Two entries name one file.
-        return None
     raw_keys = [key for key in present if key.startswith('raw_')]
     zip_keys = [key for key in file_keys if key.startswith('zip_')]
     raw_size = sum(sizes[key] for key in raw_keys)

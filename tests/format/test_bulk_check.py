@@ -106,14 +106,19 @@ def test_same_file_across_batches(tmp_path: Any, monkeypatch: pytest.MonkeyPatch
     assert scan_index(path, open(path, 'rb').read()) is None
 
 
-def test_mixed_shapes_grouped(tmp_path: Any) -> None:
-    """Entries of two shapes (two compressions) are proven, a group each."""
-    root = str(tmp_path)
+def two_shapes(root: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The entries of two datasets under ``root``, plain and compressed, as merged (``b/``)."""
     plain = _write(os.path.join(root, 'a'))
     packed = _write(os.path.join(root, 'b'), compression='zstd', hashes=['sha1'])
     for shard in packed:
         for key in ('raw_data', 'zip_data'):
             shard[key]['basename'] = 'b/' + shard[key]['basename']
+    return plain, packed
+
+
+def test_mixed_shapes_grouped(tmp_path: Any) -> None:
+    """Entries of two shapes (two compressions) are proven, a group each."""
+    plain, packed = two_shapes(str(tmp_path))
     shards = plain + packed
     groups = bulk_check.prove_entries('x', shards, 0, {}, validate_shard_entry)
     assert groups == [0] * len(plain) + [1] * len(packed)

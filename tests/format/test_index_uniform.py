@@ -15,8 +15,9 @@ from streaming import JSONWriter, MDSWriter, StreamingDataset
 from streaming.dataset import index_scan
 from streaming.dataset.index_scan import scan_index
 from streaming.dataset.index_uniform import scan_uniform
-from streaming.errors import IndexFileError
-from tests.format.test_bulk_check import _dump, _error, _write
+from streaming.errors import CorruptIndexError, IndexFileError
+from streaming.format.index import load_index
+from tests.format.test_bulk_check import _dump, _error, _write, two_shapes
 
 
 def _scans(path: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, bool]:
@@ -147,3 +148,39 @@ def test_mark_character_in_index(tmp_path: Any, monkeypatch: pytest.MonkeyPatch)
     _same(scanned, generic)
     assert json.loads(open(path).read())['shards'][0]['column_names'] == ['@0@', 'b']
     assert os.path.exists(path)
+
+
+def test_runs_of_shapes(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merged index of two shapes is matched a run each; a shape per entry, entry by entry."""
+    root = str(tmp_path)
+    plain, packed = two_shapes(root)
+    path = _dump(root, plain + packed + plain[:1])
+    assert _error(path) is not None  # plain[0] twice: refused, by the usual error.
+    assert scan_index(path, open(path, 'rb').read()) is None
+    path = _dump(root, plain + packed)
+    scanned, generic, applied = _scans(path, monkeypatch)
+    assert applied
+    _same(scanned, generic)
+    mixed = [shard for pair in zip(plain, packed) for shard in pair]
+    path = _dump(root, mixed)
+    scanned, generic, applied = _scans(path, monkeypatch)
+    assert not applied  # 80 runs of one entry.
+    _same(scanned, generic)
+
+
+@pytest.mark.parametrize('separator', [',', ' ,  ', ',\n'])
+def test_other_separators(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                          separator: str) -> None:
+    root = str(tmp_path)
+    shards = _write(root)
+    path = os.path.join(root, 'index.json')
+    with open(path, 'w') as f:
+        f.write('{"shards": [' + separator.join(map(json.dumps, shards)) + '], "version": 2}')
+    scanned, generic, _ = _scans(path, monkeypatch)
+    _same(scanned, generic)
+    with open(path, 'w') as f:  # A trailing separator: not JSON.
+        f.write('{"shards": [' + separator.join(map(json.dumps, shards)) + separator +
+                '], "version": 2}')
+    assert scan_index(path, open(path, 'rb').read()) is None
+    with pytest.raises(CorruptIndexError):
+        load_index(path)
