@@ -76,7 +76,9 @@ def _list_leaf(pa: Any, kind: Any) -> Any:
 def _binary_getter(arrays: list[Any], large: bool,
                    text: bool) -> tuple[Getter, Gatherer | None]:
     """Sample ``i``'s ``bytes``/``str`` cut from the data buffer of the chunk that holds it."""
-    datas, chunk_ids, starts, ends, nulls = [], [], [], [], []
+    datas, chunk_ids, starts, ends = [], [], [], []
+    any_null = any(array.null_count for array in arrays)
+    null: list[bool] | None = [] if any_null else None
     for number, array in enumerate(arrays):
         _, offsets_buf, data_buf = array.buffers()[:3]
         offsets = np.frombuffer(offsets_buf, np.int64 if large else np.int32)[
@@ -85,11 +87,11 @@ def _binary_getter(arrays: list[Any], large: bool,
         chunk_ids.append(np.full(len(array), number, np.int32))
         starts.append(offsets[:-1])
         ends.append(offsets[1:])
-        nulls.append(array.is_null().to_pylist() if array.null_count else [False] * len(array))
+        if null is not None:
+            null.extend(array.is_null().to_pylist())
     start, end = np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64)
     chunk = np.concatenate(chunk_ids)
     start_list, end_list, chunk_list = start.tolist(), end.tolist(), chunk.tolist()
-    null = [n for part in nulls for n in part] if any(True in part for part in nulls) else None
     kind: Any = (lambda view: str(view, 'utf-8')) if text else bytes
     data = datas[0]
 
