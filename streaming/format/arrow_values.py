@@ -16,6 +16,7 @@ read.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple
@@ -72,25 +73,42 @@ def _list_leaf(pa: Any, kind: Any) -> Any:
     return kind
 
 
-def _binary_getter(array: Any, large: bool, text: bool) -> tuple[Getter, Gatherer | None]:
-    _, offsets_buf, data_buf = array.buffers()[:3]
-    offsets = np.frombuffer(offsets_buf, np.int64 if large else np.int32)[
-        array.offset:array.offset + len(array) + 1]
-    data = memoryview(data_buf) if data_buf is not None else memoryview(b'')
-    starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
-    nulls = array.is_null().to_pylist() if array.null_count else None
+def _binary_getter(arrays: list[Any], large: bool,
+                   text: bool) -> tuple[Getter, Gatherer | None]:
+    """Sample ``i``'s ``bytes``/``str`` cut from the data buffer of the chunk that holds it."""
+    datas, chunk_ids, starts, ends = [], [], [], []
+    any_null = any(array.null_count for array in arrays)
+    null: list[bool] | None = [] if any_null else None
+    for number, array in enumerate(arrays):
+        _, offsets_buf, data_buf = array.buffers()[:3]
+        offsets = np.frombuffer(offsets_buf, np.int64 if large else np.int32)[
+            array.offset:array.offset + len(array) + 1]
+        datas.append(memoryview(data_buf) if data_buf is not None else memoryview(b''))
+        chunk_ids.append(np.full(len(array), number, np.int32))
+        starts.append(offsets[:-1])
+        ends.append(offsets[1:])
+        if null is not None:
+            null.extend(array.is_null().to_pylist())
+    start, end = np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64)
+    chunk = np.concatenate(chunk_ids)
+    start_list, end_list, chunk_list = start.tolist(), end.tolist(), chunk.tolist()
     kind: Any = (lambda view: str(view, 'utf-8')) if text else bytes
+    data = datas[0]
 
     def get(i: int) -> Any:
-        if nulls is not None and nulls[i]:
+        if null is not None and null[i]:
             return None
-        return kind(data[starts[i]:ends[i]])
+        return kind(datas[chunk_list[i]][start_list[i]:end_list[i]])
 
     def gather(indices: np.ndarray) -> list[Any]:
-        return [kind(data[a:b]) for a, b in zip(offsets[indices].tolist(),
-                                                 offsets[indices + 1].tolist())]
+        if len(datas) == 1:
+            return [kind(data[a:b]) for a, b in zip(start[indices].tolist(),
+                                                     end[indices].tolist())]
+        return [kind(datas[c][a:b]) for c, a, b in zip(chunk[indices].tolist(),
+                                                        start[indices].tolist(),
+                                                        end[indices].tolist())]
 
-    return get, (gather if nulls is None else None)
+    return get, (gather if null is None else None)
 
 
 def _list_getter(pa: Any, array: Any) -> Getter | None:
@@ -137,40 +155,63 @@ def _nested_getter(rows: list[Any], dtype: Any) -> Getter:
     return lambda i: None if rows[i] is None else np.asarray(rows[i], dtype)
 
 
+def _chunked_getter(getters: list[Getter], lengths: list[int]) -> Getter:
+    """One getter over the getters of consecutive chunks of ``lengths`` rows."""
+    first = np.cumsum([0] + lengths[:-1]).tolist()
+
+    def get(i: int) -> Any:
+        c = bisect.bisect_right(first, i) - 1
+        return getters[c](i - first[c])
+
+    return get
+
+
+def _column_accessors(pa: Any, column: Any) -> tuple[Getter, Gatherer | None]:
+    """(getter, gatherer or None) of a column: an Arrow array or a table's chunked array.
+
+    A column of several chunks (a unit of several row groups) is read chunk by chunk, not
+    concatenated first: no copy of its values.
+    """
+    types = pa.types
+    arrays = [column] if not hasattr(column, 'num_chunks') else \
+        [chunk for chunk in column.chunks if len(chunk)] or [column.combine_chunks()]
+    kind = arrays[0].type
+    if types.is_dictionary(kind):
+        arrays = [array.dictionary_decode() for array in arrays]
+        kind = arrays[0].type
+    leaf = _list_leaf(pa, kind)
+    if types.is_binary(kind) or types.is_large_binary(kind) or types.is_string(kind) or \
+            types.is_large_string(kind):
+        return _binary_getter(
+            arrays, types.is_large_binary(kind) or types.is_large_string(kind),
+            types.is_string(kind) or types.is_large_string(kind))
+    values = [v for array in arrays for v in array.to_pylist()] \
+        if len(arrays) > 1 else None
+    if _numeric(pa, kind):
+        gather = None
+        if types.is_integer(kind) and not any(array.null_count for array in arrays):
+            gather = np.concatenate([_to_numpy(array) for array in arrays]).astype(
+                np.int64).__getitem__
+        return (values if values is not None else arrays[0].to_pylist()).__getitem__, gather
+    if leaf is not None and _numeric(pa, leaf):
+        getters: list[Getter] = []
+        for array in arrays:
+            getter = _list_getter(pa, array) if _list_leaf(pa, kind.value_type) is None \
+                else None
+            getters.append(getter or _nested_getter(array.to_pylist(), _DTYPES[str(leaf)]))
+        if len(getters) == 1:
+            return getters[0], None
+        return _chunked_getter(getters, [len(array) for array in arrays]), None
+    return (values if values is not None else arrays[0].to_pylist()).__getitem__, None
+
+
 def column_getters(table: Any) -> Decoded:
     """The getters (and gatherers) of the columns of a ``pyarrow.Table`` (or record batch)."""
     import pyarrow as pa
-    types = pa.types
     getters: dict[str, Getter] = {}
     gatherers: dict[str, Gatherer] | None = {}
     for name in table.column_names:
-        column = table.column(name)
-        if hasattr(column, 'num_chunks'):  # A table's column: one array (copied only if split).
-            column = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-        array = column
-        kind = array.type
-        if types.is_dictionary(kind):
-            array = array.dictionary_decode()
-            kind = array.type
-        leaf = _list_leaf(pa, kind)
-        getter: Getter | None = None
-        gather: Gatherer | None = None
-        if types.is_binary(kind) or types.is_large_binary(kind) or types.is_string(kind) or \
-                types.is_large_string(kind):
-            getter, gather = _binary_getter(
-                array, types.is_large_binary(kind) or types.is_large_string(kind),
-                types.is_string(kind) or types.is_large_string(kind))
-        elif _numeric(pa, kind):
-            getter = array.to_pylist().__getitem__
-            if types.is_integer(kind) and not array.null_count:
-                gather = _to_numpy(array).astype(np.int64).__getitem__
-        elif leaf is not None and _numeric(pa, leaf):
-            if _list_leaf(pa, kind.value_type) is None:
-                getter = _list_getter(pa, array)
-            if getter is None:
-                getter = _nested_getter(array.to_pylist(), _DTYPES[str(leaf)])
-        if getter is None:
-            getter = array.to_pylist().__getitem__
+        getter, gather = _column_accessors(pa, table.column(name))
         getters[name] = getter
         if gather is None:
             gatherers = None

@@ -223,6 +223,23 @@ def placed(data: Any, ranges: list[list[int]], size: int) -> Any:
     return out
 
 
+def _open_file(pq: Any, pa: Any, handle: Any) -> Any:
+    """A ``pq.ParquetFile`` of ``handle`` whose decoded buffers come from the system allocator.
+
+    pyarrow's default pool (mimalloc) takes fresh memory at about twice the system allocator's
+    cost in a process that has imported torch (measured: a unit of 200 MB decoded in 0.53 s of
+    CPU with it, 0.28 s with malloc); a decoded unit is all fresh memory.
+    """
+    file = pq.ParquetFile(handle, pre_buffer=False)
+    try:
+        reader = type(file.reader)(memory_pool=pa.system_memory_pool())
+        reader.open(handle, pre_buffer=False, metadata=file.metadata)
+    except (TypeError, AttributeError):  # Another pyarrow's reader: its default pool.
+        return file
+    file.reader = reader
+    return file
+
+
 class ParquetReader(SourceReader):
     """One row group of a Parquet file: its projected column chunks and the footer, local.
 
@@ -245,10 +262,15 @@ class ParquetReader(SourceReader):
         first, stop = self.row_groups or (self.unit, self.unit + 1)
         what = f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
         # One thread, no pre-buffering: the ranges are in memory already, and pyarrow's pools
-        # only add hand-offs (and threads in every DataLoader worker).
+        # only add hand-offs (and threads in every DataLoader worker). Row group by row group:
+        # ``read_row_groups`` appends them into one growing buffer per column (reallocated and
+        # copied as it doubles: 2.5x slower for a unit of 50 MB); separate row groups are
+        # chunks of the table, read as they are (``column_getters``).
         def read() -> Any:
-            return pq.ParquetFile(handle, pre_buffer=False).read_row_groups(
-                range(first, stop), columns=self.columns, use_threads=False)
+            file = _open_file(pq, pa, handle)
+            tables = [file.read_row_group(group, columns=self.columns, use_threads=False)
+                      for group in range(first, stop)]
+            return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
         table = self.read_table(read, what)
         return column_getters(table), table.nbytes

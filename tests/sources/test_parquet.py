@@ -61,6 +61,51 @@ def test_every_value_as_pyarrow_reads_it(tmp_path, compression, row_group_size) 
     assert isinstance(sample['id'], int)
 
 
+def test_units_of_several_row_groups_read_every_value(tmp_path) -> None:
+    # Read in place, the row groups of a file are one unit: each is a chunk of its columns.
+    root = str(tmp_path / 'data')
+    write_parquet(root, row_group_size=64)
+    dataset = _dataset(root, tmp_path, options={}, shuffle=True, shuffle_seed=5)
+    assert dataset.num_shards == 3
+    expected = _expected(root)
+    assert [_plain(dataset[i]) for i in range(len(dataset))] == expected
+    projected = _dataset(root, tmp_path / 'b', options={}, columns=['id', 'text', 'blob'],
+                         shuffle=True, shuffle_seed=5)
+    loader = StreamingDataLoader(projected, batch_size=8, num_workers=0)
+    seen = {}
+    for batch in loader:
+        for i, text, blob in zip(batch['id'].tolist(), batch['text'], batch['blob']):
+            seen[i] = (text, blob)
+    assert seen == {row['id']: (row['text'], row['blob']) for row in expected}
+
+
+def test_column_getters_over_chunks_with_nulls() -> None:
+    import pyarrow as pa
+
+    from streaming.format.arrow_values import column_getters
+    columns = {
+        'blob': pa.chunked_array([[b'a', None], [], [b'ccc', b''], [None]], pa.binary()),
+        'text': pa.chunked_array([['x', 'yy'], ['z'], ['', 'w']], pa.large_string()),
+        'n': pa.chunked_array([[1, 2], [3], [4, 5]], pa.int64()),
+        'tokens': pa.chunked_array([[[1, 2]], [[3], []], [[4, 5, 6], [7]]],
+                                   pa.list_(pa.int32())),
+        'nested': pa.chunked_array([[[[1, 2], [3, 4]]], [[[4]], None], [[[5]], [[6]]]],
+                                   pa.list_(pa.list_(pa.int16()))),
+    }
+    for name, column in columns.items():
+        decoded = column_getters(pa.table({name: column}))
+        get = decoded.getters[name]
+        expected = column.to_pylist()
+        assert [_plain(get(i)) for i in range(len(expected))] == expected, name
+        if decoded.gatherers is not None:
+            indices = np.array([4, 0, 2, 3, 1])
+            got = decoded.gatherers[name](indices)
+            assert _plain(list(got)) == [expected[i] for i in indices.tolist()], name
+    blob = column_getters(pa.table({'blob': columns['blob']}))
+    assert blob.gatherers is None  # Nulls: per sample.
+    assert column_getters(pa.table({'text': columns['text']})).gatherers is not None
+
+
 def test_placed_ranges_and_the_file_object_fallback_read_the_same(tmp_path,
                                                                 monkeypatch) -> None:
     from streaming.format import parquet
