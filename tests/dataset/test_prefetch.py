@@ -158,3 +158,10 @@ def test_the_last_shards_are_split_into_parts():
     assert _tail_parts(free=4, unstarted=3, limit=16) == 6
     assert _tail_parts(free=4, unstarted=1, limit=16) == MAX_PARTS
     assert _tail_parts(free=0, unstarted=1, limit=16) == 1
+
+
+def test_share_of_a_cache_limit_leaves_two_shards_and_never_less_than_half():
+    from streaming.dataset.prefetch import share_of
+    assert share_of(100, 4) == 75  # Plenty of room: three quarters.
+    assert share_of(100, 20) == 60  # Two of the largest shards stay free.
+    assert share_of(100, 40) == 50  # Never less than half (the share it had before).
