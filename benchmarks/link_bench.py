@@ -18,7 +18,12 @@ in flight (max, time-weighted mean), GETs / ranged GETs / HEADs, bytes fetched o
 dataset's bytes, and the cache directory's peak size. ``--cache-limit`` adds the same epoch with
 ``cache_limit`` (LitData: ``max_cache_size``) at 25% of the dataset.
 
+``--dataset tokens``: the many-small-shards case instead, 150,000 samples of 2 KiB (1,024
+uint16 tokens, the ``tokens`` source) in shards of ``--shard-bytes`` (default 500 KB: ~620
+shards of ~240 samples), same loader settings.
+
     .venv/bin/python -m benchmarks.link_bench --profiles same-region --repeats 3
+    .venv/bin/python -m benchmarks.link_bench --dataset tokens --impls ours litdata
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ from benchmarks.linkemu_kernel import open_link
 from benchmarks.runner import run_worker
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLES = 3000
-SHARD_BYTES = 4_100_000
+# Per dataset: (samples, default shard bytes).
+DATASETS = {'images': (3000, 4_100_000), 'tokens': (150_000, 500_000)}
+SAMPLES, SHARD_BYTES = DATASETS['images']
 METRICS = ('mb_per_s', 'link_share', 'first_batch_s', 'first_request_s', 'max_in_flight',
            'mean_in_flight', 'get_requests', 'ranged_gets', 'head_requests', 'fetched_ratio',
            'peak_cache_mb', 'epoch_s')
@@ -50,20 +56,22 @@ def _log(message: str) -> None:
     print(f'[link] {message}', file=sys.stderr, flush=True)
 
 
-def prepare(data_dir: str, impls: list[str], python: dict[str, str]) -> dict[str, str]:
+def prepare(data_dir: str, impls: list[str], python: dict[str, str], dataset: str = 'images',
+            shard_bytes: int = SHARD_BYTES) -> dict[str, str]:
     """Each implementation's copy of the dataset (written once); returns their directories."""
-    if not sources.is_generated(data_dir, 'images', SAMPLES):
-        _log(f'generating {SAMPLES} image samples ...')
-        sources.generate(data_dir, 'images', SAMPLES)
+    samples = DATASETS[dataset][0]
+    if not sources.is_generated(data_dir, dataset, samples):
+        _log(f'generating {samples} {dataset} samples ...')
+        sources.generate(data_dir, dataset, samples)
     dirs = {}
     for impl in impls:
-        out = os.path.join(data_dir, impl, f'images-{SHARD_BYTES}')
+        out = os.path.join(data_dir, impl, f'{dataset}-{shard_bytes}')
         dirs[impl] = out
         if os.path.exists(out + '.done'):
             continue
         _log(f'writing {impl} copy ...')
-        params = {'data_dir': data_dir, 'dataset': 'images', 'kind': 'plain', 'out': out,
-                  'size_limit': SHARD_BYTES}
+        params = {'data_dir': data_dir, 'dataset': dataset, 'kind': 'plain', 'out': out,
+                  'size_limit': shard_bytes}
         result = run_worker(python[impl], 'prepare.py', impl, params,
                             os.path.join(data_dir, 'scratch'), 1800)
         if result['status'] != 'ok':
@@ -153,10 +161,14 @@ def _without_runs(results: dict[str, Any]) -> dict[str, Any]:
 
 COMMANDS = {
     'link-same-region.json': '--profiles same-region --repeats 3 --timeout 240',
-    'link-same-region-cache25.json': '--profiles same-region --only-cache-limit --repeats 2 '
+    'link-same-region-cache25.json': '--profiles same-region --only-cache-limit --repeats 3 '
                                      '--impls ours litdata --timeout 200',
     'link-cross-region.json': '--profiles cross-region --repeats 2 --timeout 200',
     'link-uncapped.json': '--profiles uncapped --repeats 2 --impls ours litdata --timeout 200',
+    'link-tokens-same-region.json': '--dataset tokens --profiles same-region --repeats 2 '
+                                    '--impls ours litdata --timeout 200',
+    'link-tokens-uncapped.json': '--dataset tokens --profiles uncapped --repeats 1 '
+                                 '--impls ours litdata --timeout 200',
 }
 
 
@@ -211,6 +223,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--cache-limit', action='store_true',
                         help='also run the epoch with cache_limit at 25%% of the dataset')
     parser.add_argument('--only-cache-limit', action='store_true')
+    parser.add_argument('--dataset', choices=sorted(DATASETS), default='images',
+                        help='images: ~100 KB samples in ~4 MB shards (issue 19\'s case); '
+                             'tokens: 2 KiB samples in small shards')
+    parser.add_argument('--shard-bytes', type=int, default=None,
+                        help='shard size limit (default: the dataset\'s, see DATASETS)')
     parser.add_argument('--timeout', type=float, default=300, help='seconds per run')
     parser.add_argument('--link', choices=['auto', 'kernel', 'proxy'], default='auto',
                         help='the emulator: kernel (netns + tc), proxy, or kernel if possible')
@@ -219,25 +236,31 @@ def main(argv: list[str] | None = None) -> None:
                                                       'link.json'))
     args = parser.parse_args(argv)
     python = pythons(set(args.impls))
-    dirs = prepare(args.data_dir, args.impls, python)
+    samples, default_shard = DATASETS[args.dataset]
+    shard_bytes = args.shard_bytes or default_shard
+    dirs = prepare(args.data_dir, args.impls, python, args.dataset, shard_bytes)
     scratch = os.path.join(args.data_dir, 'scratch')
-    payload = sources.Source(args.data_dir, 'images').total_payload_bytes() / SAMPLES
+    payload = sources.Source(args.data_dir, args.dataset).total_payload_bytes() / samples
+    name_prefix = '' if args.dataset == 'images' else \
+        f'{args.dataset} ({samples} samples, {shard_bytes} B shards), '
     results: dict[str, Any] = {}
     os.environ.update({'AWS_ACCESS_KEY_ID': 'testing', 'AWS_SECRET_ACCESS_KEY': 'testing'})
     with open_link(PROFILES['uncapped'], 'linkbench', args.link) as link:
         _log(f'link emulator: {link.mode}')
-        totals = {impl: link.upload_dir(dirs[impl], f'{impl}/images') for impl in args.impls}
+        key = os.path.basename(dirs[args.impls[0]])
+        totals = {impl: link.upload_dir(dirs[impl], f'{impl}/{key}') for impl in args.impls}
         limits = [None] * (not args.only_cache_limit) + \
             [0.25] * (args.cache_limit or args.only_cache_limit)
         for name in args.profiles:
             profile = PROFILES[name]
             link.set_profile(profile)
             for fraction in limits:
-                case = f'{name}' + ('' if fraction is None else ', cache_limit 25%')
+                case = f'{name_prefix}{name}' + ('' if fraction is None else
+                                                   ', cache_limit 25%')
                 runs: dict[str, list] = {impl: [] for impl in args.impls}
                 for repeat in range(args.repeats):
                     for impl in args.impls:
-                        params = {'bucket': 'linkbench', 'prefix': f'{impl}/images',
+                        params = {'bucket': 'linkbench', 'prefix': f'{impl}/{key}',
                                   'scratch': scratch, 'batch_size': 32, 'num_workers': 2,
                                   'shuffle': True, 'payload_per_sample': payload,
                                   'watch_disk': True,

@@ -185,8 +185,10 @@ class Stream:
                                         f'to download it from.')
             return path
         url = _join(self.remote, self.split, basename)  # type: ignore[arg-type]
+        # The index is small: one GET, no HEAD for its size first (a round trip saved).
         return download_file(url, os.path.join(self.local_dir, basename),
-                             retries=self.download_retry, timeout=self.download_timeout)
+                             retries=self.download_retry, timeout=self.download_timeout,
+                             one_get=basename == INDEX_BASENAME)
 
     def get_index(self, fetch: bool) -> dict[str, Any]:
         """This stream's index; ``fetch`` re-downloads it from the remote first.

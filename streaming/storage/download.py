@@ -147,9 +147,19 @@ def download_with_backend(backend: ObjectStore, url: str, path: str, size: int |
 
 
 def _one_attempt(backend: ObjectStore, url: str, path: str, size: int | None, timeout: float,
-                 check: Check | None, config: DownloadConfig, whole: bool) -> None:
+                 check: Check | None, config: DownloadConfig, whole: bool,
+                 one_get: bool = False) -> None:
     if whole:
         download_with_backend(backend, url, path, size, timeout, check)
+        return
+    if size is None and one_get:
+        try:
+            download_in_one_get(backend, url, path, size, timeout, check)
+        except FileNotFoundError:
+            # Missing: raise what the HEAD a stat-first download sends gets (the reference's
+            # error names its HeadObject), unless the object appeared meanwhile.
+            run_watched(lambda task: backend.stat(url, timeout=timeout), 'stat', timeout)
+            raise
         return
     if size is not None and size <= config.threshold:
         download_in_one_get(backend, url, path, size, timeout, check)
@@ -175,13 +185,15 @@ def _one_attempt(backend: ObjectStore, url: str, path: str, size: int | None, ti
 def download_file(url: str, local_path: str, *, retries: int = 2, timeout: float = 60.0,
                   size: int | None = None, check: Check | None = None,
                   config: DownloadConfig | None = None, backend: ObjectStore | None = None,
-                  ) -> str:
+                  one_get: bool = False) -> str:
     """Download ``url`` to ``local_path`` (atomically, verified); returns ``local_path``.
 
     ``retries`` extra attempts follow a failed one; ``timeout`` is the longest any request may go
     without receiving data; ``size``, when known, is the expected byte count; ``check(path)``
     returns a description of what is wrong with a downloaded temporary file (e.g. a checksum
-    mismatch, see ``hash_check``), or None, and a wrong file is downloaded again.
+    mismatch, see ``hash_check``), or None, and a wrong file is downloaded again. ``one_get``:
+    the object is known to be small (an index), so one GET without asking its size first (a
+    round trip saved; a missing object still gets the HEAD, whose error is the one raised).
 
     Raises FileNotFoundError (no such object), PermissionError (access denied), DiskFullError,
     or, once every attempt has failed, DownloadError (CorruptDownloadError if the bytes kept
@@ -193,7 +205,7 @@ def download_file(url: str, local_path: str, *, retries: int = 2, timeout: float
         raise ValueError(f'timeout must be > 0 seconds, got {timeout}.')
     backend = backend or get_backend(url)
     return _download(backend, url, local_path, retries, timeout, size, check, config,
-                     not backend.streams)
+                     not backend.streams, one_get)
 
 
 def download_streamed(backend: ObjectStore, url: str, local_path: str, timeout: float,
@@ -207,7 +219,7 @@ def download_streamed(backend: ObjectStore, url: str, local_path: str, timeout: 
 
 def _download(backend: ObjectStore, url: str, local_path: str, retries: int, timeout: float,
               size: int | None, check: Check | None, config: DownloadConfig | None,
-              whole: bool) -> str:
+              whole: bool, one_get: bool = False) -> str:
     config = config or _split(DownloadConfig.from_env(), size)
     directory = os.path.dirname(local_path)
     if directory:
@@ -215,7 +227,8 @@ def _download(backend: ObjectStore, url: str, local_path: str, retries: int, tim
 
     def attempt() -> str:
         try:
-            _one_attempt(backend, url, local_path, size, timeout, check, config, whole)
+            _one_attempt(backend, url, local_path, size, timeout, check, config, whole,
+                         one_get)
         except OSError as error:
             if error.errno in DISK_ERRNOS and not isinstance(error, DiskFullError):
                 raise _disk_full(error, local_path) from None

@@ -15,6 +15,7 @@ from typing import Callable
 
 from streaming.fileio import atomic_write, create_temp, remove_quietly
 from streaming.storage.errors import DiskFullError
+from streaming.storage.meter import METER
 from streaming.storage.objects import ObjectInfo, ObjectStore
 from streaming.storage.retry import is_fatal
 from streaming.storage.secrets import redact
@@ -44,9 +45,11 @@ def read_range_into(backend: ObjectStore, url: str, fd: int, start: int, end: in
         response = backend.read(url, start, end, timeout=timeout, etag=etag)
         task.progress()
         offset = start
+        METER.opened()
         try:
             for chunk in response.chunks:
                 task.progress()
+                METER.received(len(chunk))
                 with task.writing():
                     _write_all(fd, chunk, offset)
                 offset += len(chunk)
@@ -54,6 +57,7 @@ def read_range_into(backend: ObjectStore, url: str, fd: int, start: int, end: in
                     raise WrongBytes(f'the server sent more than the {end - start} bytes asked '
                                      f'for')
         finally:
+            METER.closed()
             close = getattr(response.chunks, 'close', None)
             if close is not None:
                 close()

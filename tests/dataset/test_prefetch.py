@@ -18,35 +18,56 @@ from streaming.storage.local import LocalBackend
 from tests.dataset.conftest import write_ids
 
 
-def _climb(link_limit: int, seconds: float = 30.0, fail_at: float | None = None) -> list[int]:
+class _Link:
+    """A fake meter: ``n`` transfers receive ``min(per_connection, link / n)`` bytes/s each."""
+
+    def __init__(self, per_connection: float, link: float) -> None:
+        self.per_connection, self.link = per_connection, link
+        self.bytes, self.area = 0, 0.0
+
+    def advance(self, transfers: int, seconds: float) -> None:
+        rate = min(self.per_connection, self.link / transfers)
+        self.bytes += int(transfers * rate * seconds)
+        self.area += transfers * seconds
+
+    def reading(self) -> tuple[int, float, int]:
+        return self.bytes, self.area, 0
+
+
+def _climb(link_limit: float, seconds: float = 30.0, fail_at: float | None = None,
+           per_connection: float = 1e6) -> list[int]:
     """Values taken by an adaptive count on a link that carries ``link_limit`` transfers' worth."""
-    concurrency = Concurrency()
-    values, now = [], 0.0
+    link = _Link(per_connection, link_limit * per_connection)
+    concurrency = Concurrency(meter=link)  # type: ignore[arg-type]
+    values, now, step = [], 0.0, 0.05
     while now < seconds:
-        rate = min(concurrency.value, link_limit) * 1e6  # Bytes/s the transfers achieve.
-        concurrency.finished(int(rate * 0.1))
-        if fail_at is not None and abs(now - fail_at) < 0.05:
-            concurrency.failed()
+        link.advance(concurrency.value, step)
+        if fail_at is not None and abs(now - fail_at) < step / 2:
+            concurrency.failed(now)
         concurrency.update(now, held_back=True)
         values.append(concurrency.value)
-        now += 0.1
+        now += step
     return values
 
 
-def test_concurrency_grows_while_throughput_grows_then_holds():
+def test_concurrency_grows_while_each_transfer_keeps_its_rate_then_holds():
     values = _climb(link_limit=40)
-    assert values[0] == Concurrency.START and max(values) > 40
-    # Stepped back to the count that gave the best throughput, within the 10% it asks of a step.
-    assert 36 <= values[-1] <= 50
-    assert _climb(link_limit=8)[-1] == Concurrency.START  # Past the link: no growth.
+    assert values[0] == Concurrency.START
+    assert max(values[:20]) > 40  # Doubled twice within a second: past the link.
+    # Then where the link is full plus half for transfers waiting for their first byte.
+    assert all(40 <= v <= Concurrency.HIGH for v in values[20:])
+    # A link that 8 transfers fill: one trial step, then 1.5x of what the start got per
+    # transfer, where it stays but for a trial step every few seconds.
+    low = _climb(link_limit=8)
+    assert max(low[:100]) <= Concurrency.START * 2
+    assert low[-1] <= Concurrency.START * 3 // 2 and max(low) <= Concurrency.START * 3
 
 
 def test_concurrency_halves_on_failure_and_a_fixed_count_stays():
     values = _climb(link_limit=8, seconds=6.0, fail_at=1.5)
-    before, after = values[14], values[15]
+    before, after = values[29], values[30]
     assert after == before // 2
-    assert max(values[15:]) <= after + max(2, after // 4)  # One trial step, no gain: back.
-    assert values[-1] == after
+    assert max(values[30:]) <= after  # No growth for a while after a failure.
     fixed = Concurrency(fixed=5)
     fixed.failed()
     fixed.update(0.0, True)
@@ -137,3 +158,10 @@ def test_the_last_shards_are_split_into_parts():
     assert _tail_parts(free=4, unstarted=3, limit=16) == 6
     assert _tail_parts(free=4, unstarted=1, limit=16) == MAX_PARTS
     assert _tail_parts(free=0, unstarted=1, limit=16) == 1
+
+
+def test_share_of_a_cache_limit_leaves_two_shards_and_never_less_than_half():
+    from streaming.dataset.prefetch import share_of
+    assert share_of(100, 4) == 75  # Plenty of room: three quarters.
+    assert share_of(100, 20) == 60  # Two of the largest shards stay free.
+    assert share_of(100, 40) == 50  # Never less than half (the share it had before).

@@ -261,3 +261,18 @@ def test_in_parts_splits_a_known_size(tmp_path) -> None:
     download_file(url, str(tmp_path / 'c'), size=len(data), backend=backend)  # Outside: one.
     assert backend.calls == [('read', 0, None)]
     assert (tmp_path / 'c').read_bytes() == data
+
+
+def test_one_get_skips_the_head_unless_the_object_is_missing(tmp_path) -> None:
+    data = os.urandom(1000)
+    (tmp_path / 'src.bin').write_bytes(data)
+    backend = _Counting()
+    download_file(f'file://{tmp_path}/src.bin', str(tmp_path / 'd'), backend=backend,
+                  one_get=True)
+    assert backend.calls == [('read', 0, None)]  # No stat first.
+    assert (tmp_path / 'd').read_bytes() == data
+    backend.calls.clear()
+    with pytest.raises(FileNotFoundError):  # Missing: the stat's error, as without one_get.
+        download_file(f'file://{tmp_path}/nope.bin', str(tmp_path / 'e'), backend=backend,
+                      one_get=True)
+    assert backend.calls == [('read', 0, None), ('stat',)]

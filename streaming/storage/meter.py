@@ -1,0 +1,58 @@
+"""What this process's downloads are receiving now: bytes, and connections that are receiving.
+
+The node's download schedule (``streaming.dataset.prefetch.Concurrency``) sizes how many
+transfers to keep in flight from how fast each one receives: while adding transfers leaves each
+one's rate where it was, the link has room; once each gets less, the link (or this process) is
+full. Finished downloads are too coarse for that (a 4 MB shard arrives all at once after
+half a second), so every ranged or whole GET reports here as its chunks arrive.
+
+A connection counts as receiving from its response's first byte (the headers) to its end, so
+the time to first byte does not lower the rate per connection.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+__all__ = ['METER', 'Meter']
+
+
+class Meter:
+    """Bytes received and connection-seconds spent receiving, both cumulative."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bytes = 0
+        self._open = 0
+        self._area = 0.0  # Connection-seconds spent receiving.
+        self._at = time.monotonic()
+
+    def _tick(self, now: float) -> None:
+        self._area += self._open * (now - self._at)
+        self._at = now
+
+    def opened(self) -> None:
+        """A response's first byte arrived: one more connection receiving."""
+        with self._lock:
+            self._tick(time.monotonic())
+            self._open += 1
+
+    def closed(self) -> None:
+        """A response ended (read to its end or abandoned)."""
+        with self._lock:
+            self._tick(time.monotonic())
+            self._open = max(0, self._open - 1)
+
+    def received(self, nbytes: int) -> None:
+        with self._lock:
+            self._bytes += nbytes
+
+    def reading(self) -> tuple[int, float, int]:
+        """(Bytes received, connection-seconds receiving, connections receiving now)."""
+        with self._lock:
+            self._tick(time.monotonic())
+            return self._bytes, self._area, self._open
+
+
+METER = Meter()
