@@ -22,6 +22,17 @@ if [ ! -x "$PY" ]; then
   exit 2
 fi
 
+# Bytecode: the suite starts hundreds of interpreters that import torch. With
+# PYTHONDONTWRITEBYTECODE set (as in some shells and containers) and a venv installed with
+# pip's --no-compile (scripts/setup.sh), each of them compiled torch's sources again: ~4 s of CPU
+# per `import torch` instead of ~1.7 s. The test run writes its bytecode anyway, but under
+# .venv/pycache (PYTHONPYCACHEPREFIX), never into the source tree or site-packages.
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+  unset PYTHONDONTWRITEBYTECODE
+  PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-$(cd "${VENV:-.venv}" && pwd)/pycache}
+  export PYTHONPYCACHEPREFIX
+fi
+
 status=0
 # The 25 slowest test phases are listed at the end of every run (CI logs keep the profile).
 "$PY" -m pytest -n 2 --dist loadgroup --no-loadscope-reorder -q --durations=25 "$@" || status=$?

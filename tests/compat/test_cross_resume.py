@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from tests.compat.helpers import ROOT
-from tests.oracle.runner import reference_lock, reference_python
+from tests.oracle.runner import reference_env, reference_lock, reference_python
 
 DRIVER = os.path.join(ROOT, 'tests', 'oracle', 'resume_driver.py')
 LIBRARIES = ('ours', 'reference')
@@ -109,9 +109,11 @@ def _launch(library: str, phase: str, ranks: int, cases: list[dict], work: str) 
     spec = os.path.join(work, f'{name}.json')
     with open(spec, 'w') as f:
         json.dump({'phase': phase, 'cases': cases, 'local': os.path.join(work, 'cache', name)}, f)
-    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
     if library == 'ours':
+        env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
         env['PYTHONPATH'] = ROOT
+    else:
+        env = reference_env()
     env.update(WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR='127.0.0.1',
                MASTER_PORT=str(_free_port()))
     python = sys.executable if library == 'ours' else reference_python()

@@ -39,9 +39,9 @@ def _skipped(module: str) -> str | None:
 
 
 def test_surface_matches_the_reference_env() -> None:
-    from tests.oracle.runner import reference_python
+    from tests.oracle.runner import reference_env, reference_python
     python = reference_python()
-    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
+    env = reference_env()
     out = subprocess.run([python, os.path.join(HERE, 'derive_surface.py')], capture_output=True,
                          text=True, env=env, cwd='/', timeout=600, check=True).stdout
     derived, committed = json.loads(out), _surface()

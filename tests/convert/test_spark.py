@@ -198,7 +198,7 @@ def test_byte_identical_with_the_reference_and_read_both_ways(spark, tmp_path) -
 
     from streaming.base.converters import SPARK_TO_MDS, dataframe_to_mds
     from tests.oracle.canon import canon_sample
-    from tests.oracle.runner import reference_python
+    from tests.oracle.runner import reference_env, reference_python
     python = reference_python()
     rows, parts = 90, 3
     kwargs = {'size_limit': 1 << 11, 'hashes': ['sha1', 'xxh64'], 'compression': 'zstd:5'}
@@ -209,7 +209,7 @@ def test_byte_identical_with_the_reference_and_read_both_ways(spark, tmp_path) -
     job = tmp_path / 'job.json'
     job.write_text(json.dumps({'out': theirs, 'read': ours, 'result': str(tmp_path / 'read.json'),
                                'rows': rows, 'partitions': parts, 'mds_kwargs': kwargs}))
-    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
+    env = reference_env()
     script = os.path.join(os.path.dirname(__file__), 'ref_spark.py')
     # cwd: Spark's workers put it on sys.path, and this tree's streaming must not shadow theirs.
     proc = subprocess.run([python, script, str(job)], capture_output=True, text=True, env=env,
