@@ -12,6 +12,7 @@ the time to first byte does not lower the rate per connection.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -22,6 +23,10 @@ class Meter:
     """Bytes received and connection-seconds spent receiving, both cumulative."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start from nothing, with a fresh lock (a forked child's copy may be held for ever)."""
         self._lock = threading.Lock()
         self._bytes = 0
         self._open = 0
@@ -56,3 +61,8 @@ class Meter:
 
 
 METER = Meter()
+
+if hasattr(os, 'register_at_fork'):
+    # A DataLoader worker forked while a download thread held the lock would otherwise block on
+    # its first download; and the parent's transfers are not the child's.
+    os.register_at_fork(after_in_child=METER.reset)

@@ -1,0 +1,40 @@
+"""The download meter across fork: a child never inherits a held lock or the parent's counts."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from streaming.storage.meter import METER
+
+
+@pytest.mark.skipif(not hasattr(os, 'fork'), reason='fork only')
+def test_child_forked_while_meter_locked_can_use_it() -> None:
+    METER.received(123)
+    METER._lock.acquire()  # A download thread mid-update at the moment of the fork.
+    try:
+        pid = os.fork()
+        if pid == 0:  # The child: without the fork hook this blocks for ever.
+            try:
+                METER.received(5)
+                nbytes, _, connections = METER.reading()
+                os._exit(0 if (nbytes, connections) == (5, 0) else 3)
+            except BaseException:  # noqa: BLE001
+                os._exit(4)
+    finally:
+        METER._lock.release()
+    status_seen = None
+    for _ in range(200):  # Up to 10 s.
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status_seen = status
+            break
+        time.sleep(0.05)
+    if status_seen is None:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail('the forked child blocked on the meter lock it inherited held')
+    assert os.waitstatus_to_exitcode(status_seen) == 0
+    assert METER.reading()[0] >= 123  # The parent's counts are its own.
