@@ -8,10 +8,6 @@ has read before it). A shard's first use is the least time of any of its samples
 do not depend on the number of workers: the dealing hands global batch ``g`` to worker
 ``g % workers``, whatever that number is.
 
-Under a cache limit a shard read, evicted, and needed again must be fetched again, so
-``iter_uses`` also yields each later *use* of a shard: a sample read more than ``gap`` samples
-of time after the shard's previous sample (a shard in steady use stays cached).
-
 Pure numpy functions of arrays; the walk is chunked, so an epoch of any length costs bounded
 memory and the first shards are known at once.
 """
@@ -22,7 +18,7 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ['first_uses', 'iter_first_uses', 'iter_uses', 'last_uses', 'sample_time', 'uses']
+__all__ = ['first_uses', 'iter_first_uses', 'last_uses', 'sample_time']
 
 
 def sample_time(position: int, worker: int, workers: int, batch_size: int) -> int:
@@ -49,35 +45,6 @@ def first_uses(ids: np.ndarray, times: np.ndarray, shard_starts: np.ndarray,
     by_time = np.argsort(first, kind='stable')
     seen[unique] = True
     return unique[by_time], times[first[by_time]]
-
-
-def uses(ids: np.ndarray, times: np.ndarray, shard_starts: np.ndarray, previous: np.ndarray,
-         gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The uses that begin among ``ids`` (read at ``times``), ordered by time.
-
-    A use begins at a shard's first sample, or at one read more than ``gap`` after the shard's
-    previous sample. Returns (shards, times, the time each shard was read last before: -1 for
-    a first use). ``previous`` holds each shard's last time read before these (-1: never) and
-    is updated; ``ids`` may hold -1 padding. Times must not precede those already seen.
-    """
-    keep = ids >= 0
-    ids, times = ids[keep], times[keep]
-    shards = np.searchsorted(shard_starts, ids, 'right') - 1
-    order = np.lexsort((times, shards))
-    shards, times = shards[order], times[order]
-    if not len(shards):
-        return shards, times, times.copy()
-    head = np.ones(len(shards), bool)  # The first of its shard in this chunk.
-    head[1:] = shards[1:] != shards[:-1]
-    before = np.empty_like(times)
-    before[1:] = times[:-1]
-    before[head] = previous[shards[head]]
-    begins = (before < 0) | (times - before > gap)
-    tail = np.append(head[1:], True)  # The last of its shard in this chunk.
-    previous[shards[tail]] = times[tail]
-    shards, times, before = shards[begins], times[begins], before[begins]
-    by_time = np.lexsort((order[begins], times))  # Equal times: in reading order (by rank).
-    return shards[by_time], times[by_time], before[by_time]
 
 
 def _chunks(order: np.ndarray, begin_batch: int, chunk: int
@@ -123,21 +90,3 @@ def iter_first_uses(order: np.ndarray, shard_starts: np.ndarray, num_shards: int
             yield shards, first
         if seen.all():
             return
-
-
-def iter_uses(order: np.ndarray, shard_starts: np.ndarray, num_shards: int, gap: int,
-              from_time: int = 0, chunk: int = 1 << 16
-              ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(shards, times, previous reads) of the uses that begin in ``order`` (see ``uses``).
-
-    As ``iter_first_uses``, plus each shard again where it is read after more than ``gap``
-    samples of time without it (it may have been evicted under a cache limit meanwhile).
-    """
-    ranks, workers, batches, batch = order.shape
-    previous = np.full(num_shards, -1, np.int64)
-    first_batch = max(0, from_time // (workers * batch) - 1) if workers * batch else 0
-    for ids, times in _chunks(order, first_batch, chunk):
-        later = times >= from_time
-        begun = uses(ids[later], times[later], shard_starts, previous, gap)
-        if len(begun[0]):
-            yield begun

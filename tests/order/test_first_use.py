@@ -4,14 +4,7 @@ import numpy as np
 import pytest
 
 from streaming.order import get_epoch_order
-from streaming.order.first_use import (
-    first_uses,
-    iter_first_uses,
-    iter_uses,
-    last_uses,
-    sample_time,
-    uses,
-)
+from streaming.order.first_use import first_uses, iter_first_uses, last_uses, sample_time
 
 
 def brute_force(order, starts, from_time=0):
@@ -90,61 +83,3 @@ def test_first_uses_skips_seen_shards_and_padding():
                                starts, seen)
     assert shards.tolist() == [2, 0] and times.tolist() == [0, 3]
     assert seen.all()
-
-
-def _random_order(seed, ranks=2, workers=3, batch=4, shards=30):
-    rng = np.random.default_rng(seed)
-    sizes = rng.integers(1, 20, shards)
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-    ids = rng.permutation(int(starts[-1]))
-    batches = -(-len(ids) // (ranks * workers * batch))
-    padded = np.full(ranks * workers * batches * batch, -1)
-    padded[:len(ids)] = ids
-    return padded.reshape(ranks, workers, batches, batch), starts
-
-
-def brute_force_uses(order, starts, gap, from_time=0):
-    ranks, workers, batches, batch = order.shape
-    read = {}  # shard -> the times it is read
-    for r in range(ranks):
-        for w in range(workers):
-            for b in range(batches):
-                for s in range(batch):
-                    sample = int(order[r, w, b, s])
-                    time = sample_time(b * batch + s, w, workers, batch)
-                    if sample >= 0 and time >= from_time:
-                        shard = int(np.searchsorted(starts, sample, 'right') - 1)
-                        rank = read.setdefault(shard, {}).get(time, r)
-                        read[shard][time] = min(rank, r)
-    begun = []  # Ranks read at the same pace: equal times go in rank order.
-    for shard, ranks in read.items():
-        times = sorted(ranks)
-        begun += [(t, ranks[t], shard, times[i - 1] if i else -1) for i, t in enumerate(times)
-                  if i == 0 or t - times[i - 1] > gap]
-    return [(shard, t, before) for t, _, shard, before in sorted(begun)]
-
-
-@pytest.mark.parametrize('seed', range(4))
-@pytest.mark.parametrize('gap', [0, 5, 40, 10 ** 9])
-@pytest.mark.parametrize('from_time', [0, 37])
-def test_every_use_matches_a_plain_loop(seed, gap, from_time):
-    order, starts = _random_order(seed)
-    parts = list(iter_uses(order, starts, len(starts) - 1, gap, from_time, chunk=64))
-    shards = np.concatenate([p[0] for p in parts]).tolist()
-    times = np.concatenate([p[1] for p in parts]).tolist()
-    before = np.concatenate([p[2] for p in parts]).tolist()
-    assert list(zip(shards, times, before)) == brute_force_uses(order, starts, gap, from_time)
-    if gap == 10 ** 9:  # No use is that far apart: the first uses.
-        first, first_times = walk(order, starts, from_time)
-        assert shards == first.tolist() and times == first_times.tolist()
-
-
-def test_uses_carries_the_previous_read_across_chunks():
-    starts = np.array([0, 10, 20])
-    previous = np.array([5, -1])
-    shards, times, before = uses(np.array([3, 15, -1, 4, 16]), np.array([8, 9, 10, 30, 11]),
-                                 starts, previous, gap=10)
-    # Shard 0: read at 5 before, 8 is the same use, 30 begins a new one; shard 1: first at 9.
-    assert shards.tolist() == [1, 0] and times.tolist() == [9, 30]
-    assert before.tolist() == [-1, 8]
-    assert previous.tolist() == [30, 11]
