@@ -26,7 +26,10 @@ the ones needed first start. The epoch's order is known before its first sample,
 * **how far ahead.** An explicit ``predownload`` bounds the lookahead as in the reference
   (samples per worker ahead of the slowest reader); by default the lookahead is bounded only by
   bytes: ``share_of`` ``cache_limit``, or ``AUTO_AHEAD_BYTES`` without a limit. Under a limit,
-  shards fetched ahead are marked used-in-the-future, so LRU eviction takes them last.
+  shards fetched ahead are marked used-in-the-future, so LRU eviction takes them last, and
+  among them the one needed last first (marks from the plan's start, not the fetch's end:
+  otherwise the shard fetched first, needed soonest, went first, its reader fetched it again
+  and evicted the next one: a cascade of re-downloads over one connection each).
 
 Readers report how far they are (``Progress``) in a shared array; download retries, timeouts and
 verification are the stream's (``download_retry``, ``download_timeout``, ``validate_hash``).
@@ -62,6 +65,7 @@ IN_FLIGHT_ENV = 'STREAMING_DOWNLOADS_IN_FLIGHT'
 AUTO_AHEAD_BYTES = 4 << 30
 MAX_WORKERS = 64  # Workers per rank whose progress is tracked (more are not waited for).
 _DONE = 1 << 62
+_AHEAD_NS = 1 << 50  # Marks of shards fetched ahead: above any read's for 13 days.
 # The plan: [generation, epoch, sample_in_epoch, workers, generation whose walk is complete].
 _GEN, _EPOCH, _START, _WORKERS, _COMPLETE = range(5)
 
@@ -224,6 +228,7 @@ class NodePrefetch:
         # Bytes that downloads in flight may reserve under the limit.
         self.reservable = None if self.room is None else share_of(self.room, largest)
         self.budget = max(budget, largest)
+        self.mark_base = time.monotonic_ns()  # Set again as each plan begins (see ``fetch``).
 
     def __reduce__(self) -> tuple:
         return (_absent, ())  # Per process: a spawned worker builds its own.
@@ -284,8 +289,10 @@ class NodePrefetch:
             return
         with in_parts(parts):
             cache.prepare(shard, blocking=False)
-        if cache.limit is not None:  # Fetched ahead: evicted after every shard already used.
-            cache.access[shard] = time.monotonic_ns() + (3600 << 30) - first_use
+        if cache.limit is not None:  # Fetched ahead: evicted after every shard already used,
+            # and the one needed last first (``mark_base`` is the plan's: a later plan's marks
+            # are above an earlier one's).
+            cache.access[shard] = self.mark_base + _AHEAD_NS - first_use
 
 
 def _absent() -> None:
@@ -363,6 +370,7 @@ class _Schedule:
         self.generation = int(plan[_GEN])
         self.epoch, self.start = int(plan[_EPOCH]), int(plan[_START])
         order = owner.order_for(self.epoch, self.start, int(plan[_WORKERS]) or 1)
+        owner.mark_base = time.monotonic_ns()
         self.walk = iter_first_uses(order, owner.shard_starts, len(owner.sizes))
         # Under a cache limit, each shard's last use: once every reader is past it, the shard is
         # marked least recently used, so that eviction takes it before any shard still needed.

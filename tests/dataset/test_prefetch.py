@@ -165,3 +165,25 @@ def test_share_of_a_cache_limit_leaves_two_shards_and_never_less_than_half():
     assert share_of(100, 4) == 75  # Plenty of room: three quarters.
     assert share_of(100, 20) == 60  # Two of the largest shards stay free.
     assert share_of(100, 40) == 50  # Never less than half (the share it had before).
+
+
+@pytest.mark.filterwarnings('ignore:predownload=0')
+def test_under_a_cache_limit_the_shard_needed_last_is_evicted_first(logged_remote, tmp_path):
+    """Shards fetched ahead are evicted after every shard read, the one needed last first,
+    whenever each was fetched: marks ranked by fetch time made the first fetched, needed
+    soonest, go first (its reader fetched it again and evicted the next: a cascade)."""
+    total = sum(os.path.getsize(os.path.join(logged_remote, n))
+                for n in os.listdir(logged_remote) if n.startswith('shard.'))
+    dataset = StreamingDataset(remote=logged_remote, local=str(tmp_path / 'cache'),
+                               batch_size=8, cache_limit=total // 4, predownload=0)
+    prefetch = dataset._node_prefetch()
+    dataset[0]  # Shard 0 read now.
+    prefetch.fetch(1, first_use=100)
+    time.sleep(0.01)
+    prefetch.fetch(2, first_use=500)  # Fetched later, needed later.
+    time.sleep(0.01)
+    prefetch.fetch(3, first_use=300)
+    access = dataset.cache.access
+    assert access[0] < access[2] < access[3] < access[1]
+    for victim in (0, 2, 3, 1):
+        assert dataset.cache.evict_coldest() == victim
