@@ -22,8 +22,15 @@ dataset's bytes, and the cache directory's peak size. ``--cache-limit`` adds the
 uint16 tokens, the ``tokens`` source) in shards of ``--shard-bytes`` (default 500 KB: ~620
 shards of ~240 samples), same loader settings.
 
+``--dataset big``: a few shards of ~1 GiB, 3,200 samples of ~1 MB (the ``big`` source: 3.2 GB
+in 3 shards of ``--shard-bytes``, default 1 GiB), same loader settings; with so few shards each
+is in the epoch's tail, fetched as ranged parts. moto serves GETs of objects this big through
+``benchmarks.moto_big`` (a range read at the cost of the range; moto itself would read the
+whole 1 GiB object for every part).
+
     .venv/bin/python -m benchmarks.link_bench --profiles same-region --repeats 3
     .venv/bin/python -m benchmarks.link_bench --dataset tokens --impls ours litdata
+    .venv/bin/python -m benchmarks.link_bench --dataset big --repeats 2 --timeout 600
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ from benchmarks.runner import run_worker
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Per dataset: (samples, default shard bytes).
-DATASETS = {'images': (3000, 4_100_000), 'tokens': (150_000, 500_000)}
+DATASETS = {'images': (3000, 4_100_000), 'tokens': (150_000, 500_000),
+            'big': (3200, 1 << 30)}
 SAMPLES, SHARD_BYTES = DATASETS['images']
 METRICS = ('mb_per_s', 'link_share', 'first_batch_s', 'first_request_s', 'max_in_flight',
            'mean_in_flight', 'get_requests', 'ranged_gets', 'head_requests', 'fetched_ratio',
@@ -169,6 +177,8 @@ COMMANDS = {
                                     '--impls ours litdata --timeout 200',
     'link-tokens-uncapped.json': '--dataset tokens --profiles uncapped --repeats 1 '
                                  '--impls ours litdata --timeout 200',
+    'link-big-same-region.json': '--dataset big --profiles same-region --repeats 2 '
+                                 '--impls ours reference --timeout 400',
 }
 
 
@@ -225,7 +235,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--only-cache-limit', action='store_true')
     parser.add_argument('--dataset', choices=sorted(DATASETS), default='images',
                         help='images: ~100 KB samples in ~4 MB shards (issue 19\'s case); '
-                             'tokens: 2 KiB samples in small shards')
+                             'tokens: 2 KiB samples in small shards; big: ~1 MB samples in '
+                             '3 shards of ~1 GiB')
     parser.add_argument('--shard-bytes', type=int, default=None,
                         help='shard size limit (default: the dataset\'s, see DATASETS)')
     parser.add_argument('--timeout', type=float, default=300, help='seconds per run')

@@ -7,6 +7,8 @@ files, so every implementation writes (and every write run times) exactly the sa
   compressible like real text tokens), one column ``tokens: bytes``.
 * ``images``: ~100 KB of random (incompressible, like JPEG) bytes plus an int label, columns
   ``image: bytes`` and ``label: int``.
+* ``big``: like ``images`` with ~1 MB samples (0.9-1.1 MB), for shards of ~1 GiB read at a
+  link's rate without the readers' CPU being the limit.
 * ``tiny``: an int id and a ~40 character string of words, columns ``id: int`` and ``text: str``.
 
 This module is imported both by the orchestrator and by case scripts in the other envs, so it
@@ -27,6 +29,7 @@ FORMAT_VERSION = 1  # Bump to regenerate every source when the generators change
 
 TOKENS_PER_SAMPLE = 1024  # uint16 each: 2 KiB per sample.
 IMAGE_BYTES = (75_000, 125_000)  # Uniform sizes, ~100 KB on average.
+BIG_BYTES = (900_000, 1_100_000)  # ~1 MB on average.
 WORDS_PER_TEXT = 6
 
 # MDS columns of each dataset (LitData stores the same dicts with its own serializers).
@@ -34,6 +37,7 @@ COLUMNS: dict[str, dict[str, str]] = {
     'tokens': {'tokens': 'bytes'},
     'images': {'image': 'bytes', 'label': 'int'},
     'tiny': {'id': 'int', 'text': 'str'},
+    'big': {'image': 'bytes', 'label': 'int'},
 }
 
 
@@ -72,8 +76,9 @@ def generate(data_dir: str, name: str, samples: int) -> None:
             tokens[start:stop] = np.minimum(ids, 50_256)
         tokens.flush()
         del tokens
-    elif name == 'images':
-        sizes = rng.integers(IMAGE_BYTES[0], IMAGE_BYTES[1], samples, endpoint=True)
+    elif name in ('images', 'big'):
+        low, high = IMAGE_BYTES if name == 'images' else BIG_BYTES
+        sizes = rng.integers(low, high, samples, endpoint=True)
         offsets = np.zeros(samples + 1, np.int64)
         np.cumsum(sizes, out=offsets[1:])
         with open(os.path.join(directory, 'blob.bin'), 'wb') as f:
@@ -109,7 +114,7 @@ class Source:
             self.samples: int = json.load(f)['samples']
         if name == 'tokens':
             self._tokens = np.load(os.path.join(directory, 'tokens.npy'), mmap_mode='r')
-        elif name == 'images':
+        elif name in ('images', 'big'):
             self._blob = np.memmap(os.path.join(directory, 'blob.bin'), np.uint8, 'r')
             self._offsets = np.load(os.path.join(directory, 'offsets.npy')).tolist()
             self._labels = np.load(os.path.join(directory, 'labels.npy')).tolist()
@@ -124,7 +129,7 @@ class Source:
         if self.name == 'tokens':
             return {'tokens': self._tokens[i].tobytes()}
         begin, end = self._offsets[i], self._offsets[i + 1]
-        if self.name == 'images':
+        if self.name in ('images', 'big'):
             return {'image': self._blob[begin:end].tobytes(), 'label': self._labels[i]}
         return {'id': i, 'text': self._blob[begin:end].tobytes().decode('ascii')}
 
