@@ -185,14 +185,12 @@ def _column_accessors(pa: Any, column: Any) -> tuple[Getter, Gatherer | None]:
         return _binary_getter(
             arrays, types.is_large_binary(kind) or types.is_large_string(kind),
             types.is_string(kind) or types.is_large_string(kind))
-    values = [v for array in arrays for v in array.to_pylist()] \
-        if len(arrays) > 1 else None
     if _numeric(pa, kind):
         gather = None
         if types.is_integer(kind) and not any(array.null_count for array in arrays):
             gather = np.concatenate([_to_numpy(array) for array in arrays]).astype(
                 np.int64).__getitem__
-        return (values if values is not None else arrays[0].to_pylist()).__getitem__, gather
+        return _python_values(arrays).__getitem__, gather
     if leaf is not None and _numeric(pa, leaf):
         getters: list[Getter] = []
         for array in arrays:
@@ -202,7 +200,14 @@ def _column_accessors(pa: Any, column: Any) -> tuple[Getter, Gatherer | None]:
         if len(getters) == 1:
             return getters[0], None
         return _chunked_getter(getters, [len(array) for array in arrays]), None
-    return (values if values is not None else arrays[0].to_pylist()).__getitem__, None
+    return _python_values(arrays).__getitem__, None
+
+
+def _python_values(arrays: list[Any]) -> list[Any]:
+    """The values of consecutive chunks as one Python list (built only where it is read)."""
+    if len(arrays) == 1:
+        return arrays[0].to_pylist()
+    return [value for array in arrays for value in array.to_pylist()]
 
 
 def column_getters(table: Any) -> Decoded:
