@@ -81,10 +81,6 @@ def _transfer_error(url: str, error: str | Exception, timeout: float) -> Excepti
     return TransientError(f'{redact(url)}: {redact(error)}')
 
 
-def _truthy(value: str | None) -> bool:
-    return (value or '').strip().lower() in ('1', 'true', 'yes', 'on')
-
-
 class S3Backend(Backend):
     """Objects in S3 or an S3-compatible store, one boto3 client per (process, timeout)."""
 
@@ -146,7 +142,7 @@ class S3Backend(Backend):
         from botocore.config import Config
         session = boto3.session.Session(**self.session_kwargs())
         if self._unsigned is None:
-            self._unsigned = _truthy(os.environ.get('S3_UNSIGNED')) or \
+            self._unsigned = s3_light.truthy(os.environ.get('S3_UNSIGNED')) or \
                 session.get_credentials() is None
         config = Config(connect_timeout=min(timeout, 60.0),
                         read_timeout=max(timeout, 300.0) if upload else timeout,

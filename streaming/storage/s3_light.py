@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 from urllib.parse import quote, urlsplit
 
-__all__ = ['CLIENT_ENV', 'LightS3', 'Redirected', 'light_settings']
+__all__ = ['CLIENT_ENV', 'LightS3', 'Redirected', 'light_settings', 'truthy']
 
 CLIENT_ENV = 'STREAMING_S3_CLIENT'
 EMPTY_SHA256 = hashlib.sha256(b'').hexdigest()
@@ -82,7 +82,8 @@ class Settings:
         return host, f'/{quote(bucket, safe="")}/{path}'
 
 
-def _truthy(value: str | None) -> bool:
+def truthy(value: str | None) -> bool:
+    """Whether an environment value means yes (``1``, ``true``, ``yes``, ``on``)."""
     return (value or '').strip().lower() in ('1', 'true', 'yes', 'on')
 
 
@@ -102,7 +103,7 @@ def light_settings(endpoint: str | None) -> Settings | None:
     region = env.get('AWS_DEFAULT_REGION') or None
     if env.get('AWS_REGION') and env.get('AWS_REGION') != region:
         return None
-    unsigned = _truthy(env.get('S3_UNSIGNED'))
+    unsigned = truthy(env.get('S3_UNSIGNED'))
     key, secret = env.get('AWS_ACCESS_KEY_ID'), env.get('AWS_SECRET_ACCESS_KEY')
     if not unsigned and not (key and secret):
         return None  # boto3's chain may find credentials elsewhere (files, roles, SSO).
