@@ -123,9 +123,6 @@ class Concurrency:
         self._peak = 0.0  # Best rate per connection ever: what one uncrowded transfer gets.
         self._mark = (0, 0.0)
 
-    def finished(self, nbytes: int) -> None:
-        """A download of ``nbytes`` finished (kept for callers; the meter measures rates)."""
-
     def failed(self, now: float | None = None) -> None:
         """A download failed or was throttled: halve the count, grow nothing for a while."""
         if self.fixed is None:
@@ -486,9 +483,7 @@ class _Schedule:
                 # Waiting for readers to move the horizon (slowly while none has begun).
                 time.sleep(0.05 if now else 0.25)
             for future in done:
-                _, size = self.futures.pop(future)
+                self.futures.pop(future)
                 if future.exception() is not None:
                     self.concurrency.failed()  # The reader will fetch it and report the error.
-                else:
-                    self.concurrency.finished(size)
             self.concurrency.update(time.monotonic(), held_back)
