@@ -299,18 +299,22 @@ def index_case(files: int, data_dir: str) -> dict:
             list(pool.map(lambda i: client.put_object(Bucket='bench', Key=f'pq/f{i:06d}.parquet',
                                                       Body=body), range(files)))
         counts = {'read': 0, 'list': 0, 'bytes': 0}
+        # Counted on the backend users get (wrapping its methods: a subclass of S3Backend would
+        # not take its boto3-free client, and the figure would be boto3's).
+        backend = registry.get_backend('s3://bench/pq')
+        assert type(backend) is S3Backend
+        read, list_info = backend.read, backend.list_info
 
-        class Counting(S3Backend):
-            def read(self, url, start=0, end=None, **kwargs):  # noqa: ANN001, ANN003, ANN201
-                counts['read'] += 1
-                counts['bytes'] += (end or 0) - start
-                return super().read(url, start, end, **kwargs)
+        def counted_read(url, start=0, end=None, **kwargs):  # noqa: ANN001, ANN003, ANN202
+            counts['read'] += 1
+            counts['bytes'] += (end or 0) - start
+            return read(url, start, end, **kwargs)
 
-            def list_info(self, url):  # noqa: ANN001, ANN201
-                counts['list'] += 1
-                return super().list_info(url)
+        def counted_list_info(url):  # noqa: ANN001, ANN202
+            counts['list'] += 1
+            return list_info(url)
 
-        registry.register_backend('s3', Counting)
+        backend.read, backend.list_info = counted_read, counted_list_info
         started = time.perf_counter()
         _, sidecar, changed, _ = index_files('s3://bench/pq', None, {})
         elapsed = time.perf_counter() - started
