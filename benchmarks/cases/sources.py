@@ -28,8 +28,8 @@ SEED = 20240601
 FORMAT_VERSION = 1  # Bump to regenerate every source when the generators change.
 
 TOKENS_PER_SAMPLE = 1024  # uint16 each: 2 KiB per sample.
-IMAGE_BYTES = (75_000, 125_000)  # Uniform sizes, ~100 KB on average.
-BIG_BYTES = (900_000, 1_100_000)  # ~1 MB on average.
+# Datasets of random binary samples: their uniform size ranges (~100 KB and ~1 MB on average).
+BLOB_BYTES = {'images': (75_000, 125_000), 'big': (900_000, 1_100_000)}
 WORDS_PER_TEXT = 6
 
 # MDS columns of each dataset (LitData stores the same dicts with its own serializers).
@@ -76,8 +76,8 @@ def generate(data_dir: str, name: str, samples: int) -> None:
             tokens[start:stop] = np.minimum(ids, 50_256)
         tokens.flush()
         del tokens
-    elif name in ('images', 'big'):
-        low, high = IMAGE_BYTES if name == 'images' else BIG_BYTES
+    elif name in BLOB_BYTES:
+        low, high = BLOB_BYTES[name]
         sizes = rng.integers(low, high, samples, endpoint=True)
         offsets = np.zeros(samples + 1, np.int64)
         np.cumsum(sizes, out=offsets[1:])
@@ -114,7 +114,7 @@ class Source:
             self.samples: int = json.load(f)['samples']
         if name == 'tokens':
             self._tokens = np.load(os.path.join(directory, 'tokens.npy'), mmap_mode='r')
-        elif name in ('images', 'big'):
+        elif name in BLOB_BYTES:
             self._blob = np.memmap(os.path.join(directory, 'blob.bin'), np.uint8, 'r')
             self._offsets = np.load(os.path.join(directory, 'offsets.npy')).tolist()
             self._labels = np.load(os.path.join(directory, 'labels.npy')).tolist()
@@ -129,7 +129,7 @@ class Source:
         if self.name == 'tokens':
             return {'tokens': self._tokens[i].tobytes()}
         begin, end = self._offsets[i], self._offsets[i + 1]
-        if self.name in ('images', 'big'):
+        if self.name in BLOB_BYTES:
             return {'image': self._blob[begin:end].tobytes(), 'label': self._labels[i]}
         return {'id': i, 'text': self._blob[begin:end].tobytes().decode('ascii')}
 
