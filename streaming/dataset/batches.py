@@ -31,6 +31,7 @@ from streaming.dataset.iteration import shard_chunks
 from streaming.dataset.prefetch import Progress
 from streaming.errors import ShardFileError
 from streaming.format.mds.reader import Spans
+from streaming.format.source_reader import DecodeAhead, undecoded
 from streaming.telemetry import WorkerClock
 
 __all__ = ['SampleStream', 'attach_to_fetcher']
@@ -147,13 +148,35 @@ class SampleStream:
         else:
             where = np.split(np.argsort(inverse, kind='stable'),
                              np.cumsum(np.bincount(inverse))[:-1])
-        groups = []
+        ids = shard_ids.tolist()
+        # Units of data files (Parquet...) not decoded yet: made ready first, then decoded on
+        # several threads ahead of their turn. Other shards are made ready one at a time, as
+        # before (under a tight cache_limit, readying one may evict another).
+        early = {shard_id: self._ready(shard_id) for shard_id in ids
+                 if undecoded(self.cache.shards[shard_id])} if len(ids) > 1 else {}
+        ahead = DecodeAhead([early[shard_id] for shard_id in ids if shard_id in early])
+        try:
+            return self._gather(ids, where, indices, spans, early, ahead)
+        finally:
+            ahead.close()
+
+    def _ready(self, shard_id: int) -> Any:
+        """``cache.ready(shard_id)``, its time counted as waiting."""
         clock = self.clock
-        for shard_id, positions in zip(shard_ids.tolist(), where):
-            started = time.perf_counter() if clock is not None else 0.0
-            reader = self.cache.ready(shard_id)
-            if clock is not None:
-                clock.add_wait(time.perf_counter() - started)
+        if clock is None:
+            return self.cache.ready(shard_id)
+        started = time.perf_counter()
+        reader = self.cache.ready(shard_id)
+        clock.add_wait(time.perf_counter() - started)
+        return reader
+
+    def _gather(self, ids: list[int], where: list[np.ndarray], indices: np.ndarray,
+                spans: bool, early: dict[int, Any],
+                ahead: DecodeAhead) -> list[dict[str, Any]] | None:
+        groups = []
+        for shard_id, positions in zip(ids, where):
+            reader = early[shard_id] if shard_id in early else self._ready(shard_id)
+            ahead.wait(reader)
             gather = getattr(reader, 'gather_columns', None)
             try:
                 columns = None if gather is None else \
@@ -173,7 +196,7 @@ class SampleStream:
                any(type(columns[name]) is not type(value) for name, value in first.items())
                for _, columns in groups[1:]):
             return None  # Streams with different columns: let collate see whole samples.
-        return [_merge(groups, len(shards))]
+        return [_merge(groups, len(indices))]
 
 
 def _merge(groups: list[tuple[np.ndarray, dict[str, Any]]], count: int) -> dict[str, Any]:

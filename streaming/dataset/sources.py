@@ -20,7 +20,7 @@ import json
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.stream import Stream, _join, default_local, streams_registry
@@ -302,6 +302,15 @@ class SourceStream(Stream):
             if _read_optional(path, self.download_timeout) != text:
                 atomic_write(path, text)
         return super().get_index(fetch=False)
+
+    def get_shards(self, index: dict[str, Any], allow_unsafe_types: bool) -> Sequence[Reader]:
+        """``Stream.get_shards``, with the decoder of the files' format imported now."""
+        shards = super().get_shards(index, allow_unsafe_types)
+        if len(shards):
+            warm_up = getattr(type(shards[0]), 'warm_up', None)
+            if warm_up is not None:
+                warm_up()
+        return shards
 
     def prepare_shard(self, shard: Reader) -> int:
         """A unit read in place: its file checked against the index, nothing fetched (0 bytes)."""

@@ -84,6 +84,10 @@ class ArrowSource(SourceFormat):
 class ArrowReader(SourceReader):
     """A run of record batches of an Arrow file, after its schema message: an IPC stream."""
 
+    @classmethod
+    def warm_up(cls) -> None:
+        _pa()
+
     def decode(self) -> tuple[Decoded, int]:
         pa = _pa()
         self.data()  # Present, and of the size the index says.

@@ -248,6 +248,10 @@ class ParquetReader(SourceReader):
 
     reads_in_place = True
 
+    @classmethod
+    def warm_up(cls) -> None:
+        _pq()
+
     def decode(self) -> tuple[Decoded, int]:
         pq = _pq()
         import pyarrow as pa

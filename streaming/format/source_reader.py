@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import mmap
 import os
-from typing import Any, Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -24,10 +25,12 @@ from streaming.format.arrow_values import Decoded, DecodedCache
 from streaming.format.index import FileInfo
 from streaming.format.reader import Reader
 
-__all__ = ['SourceReader', 'check_ranges_entry', 'SOURCE_KEYS']
+__all__ = ['SourceReader', 'check_ranges_entry', 'DecodeAhead', 'undecoded', 'SOURCE_KEYS']
 
 SOURCE_KEYS = {'source': str, 'source_size': int, 'unit': int, 'ranges': list}
 _decoded = DecodedCache()
+# Units decoded at once by ``DecodeAhead``: this process's pool (made again after a fork).
+_pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
 class SourceReader(Reader):
@@ -95,6 +98,14 @@ class SourceReader(Reader):
         with self._source_file() as handle:
             self._maps = [mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)]
         return self._maps
+
+    @classmethod
+    def warm_up(cls) -> None:
+        """Import what ``decode`` uses, now rather than inside the first batch.
+
+        Called as a stream of this format is built (``SourceStream.get_shards``), so that
+        DataLoader workers forked later inherit the modules instead of each importing them.
+        """
 
     def decode(self) -> tuple[Decoded, int]:
         """(the unit's columns decoded, bytes that takes in memory)."""
@@ -165,3 +176,59 @@ def check_ranges_entry(where: str, entry: dict[str, Any]) -> None:
             all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in r)
             for r in entry['ranges']):
         raise IndexFileError(f'{where}: "ranges" must be a list of [start, length] pairs.')
+
+
+def _decode_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        width = min(4, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
+                    else os.cpu_count() or 1)
+        _pool = (os.getpid(), ThreadPoolExecutor(width, thread_name_prefix='streaming-decode'))
+    return _pool[1]
+
+
+def undecoded(reader: Any) -> bool:
+    """Whether ``reader`` is a unit of a data file whose columns are not decoded now."""
+    return isinstance(reader, SourceReader) and reader.decoded is None
+
+
+class DecodeAhead:
+    """Decodes the units of ``readers`` on a small pool, a few ahead of the one being read.
+
+    A shuffled batch draws on many units, all undecoded at an epoch's start; decoded one after
+    the other, they leave cores idle, while pyarrow releases the GIL as it decodes. ``readers``
+    are in the order they will be read; ``wait(reader)`` before each read. At most the pool's
+    width of units are decoded ahead (held beyond what one-by-one reads would hold). A unit
+    whose decoding fails is left undecoded: the caller's own read raises the error, where it
+    handles it. ``close()`` (also when the reads stop early) lets no decode run on.
+    """
+
+    def __init__(self, readers: Sequence[Any]) -> None:
+        self.futures: dict[int, tuple[Any, Future]] = {}
+        self.waiting = iter(readers if len(readers) > 1 else ())
+        self.pool = _decode_pool() if len(readers) > 1 else None
+        for _ in range(self.pool._max_workers if self.pool is not None else 0):
+            self._submit_next()
+
+    def _submit_next(self) -> None:
+        for reader in self.waiting:
+            self.futures[id(reader)] = (reader, self.pool.submit(reader.decode))  # type: ignore
+            return
+
+    def wait(self, reader: Any) -> None:
+        """``reader``'s unit decoded, if it is one of ours; the next one started."""
+        item = self.futures.pop(id(reader), None)
+        if item is None:
+            return
+        self._submit_next()
+        try:
+            decoded, nbytes = item[1].result()
+        except Exception:  # noqa: BLE001 - raised again by the caller's read.
+            return
+        _decoded.put(reader, decoded, nbytes)
+
+    def close(self) -> None:
+        for _, future in self.futures.values():
+            if not future.cancel():
+                future.exception()
+        self.futures.clear()

@@ -98,6 +98,10 @@ class WebDatasetSource(SourceFormat):
 class WebDatasetReader(SourceReader):
     """A whole tar file; sample ``i`` is its ``i``-th group of members."""
 
+    @classmethod
+    def warm_up(cls) -> None:
+        import tarfile  # noqa: F401 - decode's; imported now (see SourceReader.warm_up).
+
     def decode(self) -> tuple[Decoded, int]:
         where = self.source
         with open(self.path(self.raw_data), 'rb') as handle:

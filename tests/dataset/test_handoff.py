@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -231,3 +232,22 @@ def test_a_loader_left_mid_epoch_exits_quietly(big, num_workers) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == '8'
     assert 'Traceback' not in done.stderr and 'Exception ignored' not in done.stderr, done.stderr
+
+
+def test_an_exited_worker_not_yet_reaped_counts_as_dead() -> None:
+    # A worker killed mid-epoch is a zombie until its DataLoader joins it; the loader releases
+    # dead workers' rings before that (this was the flaky case of the test above).
+    child = subprocess.Popen([sys.executable, '-c', 'pass'])
+    try:
+        for _ in range(200):  # Exited, not waited for: a zombie.
+            with open(f'/proc/{child.pid}/stat', 'rb') as stat:
+                if stat.read().rpartition(b')')[2].split()[0] == b'Z':
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail('the child never exited')
+        assert not ring._is_alive(child.pid)
+        assert ring._is_alive(os.getpid())
+    finally:
+        child.wait()
+    assert not ring._is_alive(child.pid)
