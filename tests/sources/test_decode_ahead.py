@@ -9,16 +9,24 @@ import sys
 import threading
 
 import pytest
+import torch
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.dataset.sources import SourceStream
 from streaming.errors import SourceFileError
 from streaming.format import source_reader
 from streaming.format.parquet import ParquetReader
-from streaming.format.source_reader import DecodeAhead
+from streaming.format.source_reader import DecodeAhead, decode_width
 from tests.sources.conftest import write_parquet
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def two_threads(monkeypatch) -> None:
+    """A decode pool of 2 threads, however many cores this machine gives the test."""
+    monkeypatch.setattr(source_reader, '_pool', None)
+    monkeypatch.setattr(source_reader, 'decode_width', lambda: 2)
 
 
 def _dataset(root: str, cache: str, **kwargs) -> StreamingDataset:
@@ -58,7 +66,7 @@ def test_a_batch_decodes_its_units_on_the_pool_once_each(parquet_dir, tmp_path,
 def test_decoding_runs_at_most_the_pool_width_ahead(parquet_dir, tmp_path) -> None:
     readers = list(_dataset(parquet_dir, str(tmp_path / 'cache')).shards)
     ahead = DecodeAhead(readers)
-    width = source_reader._decode_pool()._max_workers
+    width = 2
     try:
         for reader in readers:
             assert len(ahead.futures) <= width
@@ -115,3 +123,26 @@ def test_building_a_parquet_stream_imports_pyarrow_not_importing_streaming(
     out = subprocess.run([sys.executable, '-c', code, parquet_dir, cache], cwd=REPO,
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == 'True', out.stderr
+
+
+class _Widths(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, i: int) -> int:
+        return decode_width()
+
+
+def test_the_width_is_the_process_share_of_the_cores(monkeypatch) -> None:
+    monkeypatch.undo()  # The real decode_width, not the fixture's.
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv('LOCAL_WORLD_SIZE', raising=False)
+    assert decode_width() == min(4, cores)
+    workers = torch.utils.data.DataLoader(_Widths(), batch_size=None, num_workers=2)
+    assert [int(w) for w in workers] == [max(1, min(4, cores // 2))] * 2
+    monkeypatch.setenv('LOCAL_WORLD_SIZE', str(cores))  # A rank per core: decode in line.
+    assert decode_width() == 1
+    monkeypatch.setattr(source_reader, '_pool', None)
+    assert source_reader._decode_pool() is None
+    readers = [object.__new__(ParquetReader) for _ in range(3)]
+    assert not DecodeAhead(readers).futures
