@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ['column_getters', 'Decoded', 'DecodedCache', 'type_name']
+__all__ = ['column_getters', 'Decoded', 'DecodedCache', 'span_accessors', 'type_name']
 
 Getter = Callable[[int], Any]
 Gatherer = Callable[[np.ndarray], Any]
@@ -89,11 +89,22 @@ def _binary_getter(arrays: list[Any], large: bool,
         ends.append(offsets[1:])
         if null is not None:
             null.extend(array.is_null().to_pylist())
-    start, end = np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64)
-    chunk = np.concatenate(chunk_ids)
+    return span_accessors(datas, np.concatenate(chunk_ids), np.concatenate(starts),
+                          np.concatenate(ends), null, text)
+
+
+def span_accessors(datas: list[memoryview], chunk: np.ndarray, start: np.ndarray,
+                   end: np.ndarray, null: list[bool] | None,
+                   text: bool) -> tuple[Getter, Gatherer | None]:
+    """(getter, gatherer) of values that are spans of buffers, cut when asked for.
+
+    Sample ``i`` is ``datas[chunk[i]][start[i]:end[i]]`` as ``bytes`` (``str`` if ``text``),
+    None where ``null[i]``; the gatherer is None when there are nulls.
+    """
+    start, end = start.astype(np.int64), end.astype(np.int64)
     start_list, end_list, chunk_list = start.tolist(), end.tolist(), chunk.tolist()
     kind: Any = (lambda view: str(view, 'utf-8')) if text else bytes
-    data = datas[0]
+    data = datas[0] if datas else memoryview(b'')
 
     def get(i: int) -> Any:
         if null is not None and null[i]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from streaming.errors import SourceFileError
 from streaming.format.arrow_values import Decoded, column_getters, type_name
+from streaming.format.parquet_pages import WIDE_VALUE_BYTES, Spans, binary_spans, spans_accessors
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.format.sources import SourceFormat, register_source
@@ -223,6 +224,48 @@ def placed(data: Any, ranges: list[list[int]], size: int) -> Any:
     return out
 
 
+def _wide_columns(file: Any, source: Any, first: int, stop: int,
+                  names: list[str]) -> dict[str, tuple[list[Spans], bool]]:
+    """Columns of ``names`` read from their pages (``parquet_pages``): wide binary ones.
+
+    ``{name: (spans of each row group first:stop, values are str)}``. A column is wide when its
+    values are ``WIDE_VALUE_BYTES`` or more on average (decoded); one whose pages cannot be read
+    there is left out (pyarrow decodes it).
+    """
+    import pyarrow as pa
+    types = pa.types
+    meta, schema = file.metadata, file.schema_arrow
+    leaves = {}
+    for number in range(meta.num_columns):
+        leaf = meta.schema.column(number)
+        leaves.setdefault(leaf.path.split('.')[0], []).append((number, leaf))
+    pool = pa.system_memory_pool()
+    out: dict[str, tuple[list[Spans], bool]] = {}
+    for name in names:
+        found = leaves.get(name, [])
+        if len(found) != 1 or name not in schema.names:
+            continue
+        number, leaf = found[0]
+        kind = schema.field(name).type
+        if types.is_dictionary(kind):
+            kind = kind.value_type
+        text = types.is_string(kind) or types.is_large_string(kind)
+        if leaf.path != name or leaf.physical_type != 'BYTE_ARRAY' or \
+                leaf.max_repetition_level != 0 or leaf.max_definition_level > 1 or \
+                not (text or types.is_binary(kind) or types.is_large_binary(kind)):
+            continue
+        chunks = [meta.row_group(group).column(number) for group in range(first, stop)]
+        values = sum(chunk.num_values for chunk in chunks)
+        if sum(chunk.total_uncompressed_size for chunk in chunks) < \
+                WIDE_VALUE_BYTES * max(values, 1):
+            continue
+        parts = [binary_spans(source, chunk, leaf.max_definition_level, pool)
+                 for chunk in chunks]
+        if all(part is not None for part in parts):
+            out[name] = (parts, text)  # type: ignore[assignment]
+    return out
+
+
 def _open_file(pq: Any, pa: Any, handle: Any) -> Any:
     """A ``pq.ParquetFile`` of ``handle`` whose decoded buffers come from the system allocator.
 
@@ -255,29 +298,49 @@ class ParquetReader(SourceReader):
     def decode(self) -> tuple[Decoded, int]:
         pq = _pq()
         import pyarrow as pa
+        source: Any = None  # The file's bytes at their offsets, for the pages of wide columns.
         if self.source_root is not None:
-            handle = pa.BufferReader(pa.py_buffer(self.data()))
+            source = self.data()
+            handle = pa.BufferReader(pa.py_buffer(source))
         else:
             try:
-                handle = pa.BufferReader(pa.py_buffer(placed(self.data(), self.ranges,
-                                                             self.source_size)))
+                source = placed(self.data(), self.ranges, self.source_size)
+                handle = pa.BufferReader(pa.py_buffer(source))
             except (OSError, ValueError, OverflowError):  # No room for the map: a file object.
                 handle = RangeFile(self.data(), self.ranges, self.source_size)
         first, stop = self.row_groups or (self.unit, self.unit + 1)
         what = f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
+        file = self.decoding(lambda: _open_file(pq, pa, handle), what)
+        names = self.columns if self.columns is not None else file.schema_arrow.names
+        wide = {} if source is None else _wide_columns(file, source, first, stop, names)
+        rest = [name for name in names if name not in wide]
+
         # One thread, no pre-buffering: the ranges are in memory already, and pyarrow's pools
         # only add hand-offs (and threads in every DataLoader worker). Row group by row group:
         # ``read_row_groups`` appends them into one growing buffer per column (reallocated and
         # copied as it doubles: 2.5x slower for a unit of 50 MB); separate row groups are
         # chunks of the table, read as they are (``column_getters``).
         def read() -> Any:
-            file = _open_file(pq, pa, handle)
-            tables = [file.read_row_group(group, columns=self.columns, use_threads=False)
+            tables = [file.read_row_group(group, columns=rest, use_threads=False)
                       for group in range(first, stop)]
             return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
-        table = self.read_table(read, what)
-        return column_getters(table), table.nbytes
+        decoded, nbytes = Decoded({}, {}), 0
+        if rest or not wide:
+            table = self.read_table(read, what)
+            decoded, nbytes = column_getters(table), table.nbytes
+        getters, gatherers = decoded.getters, decoded.gatherers
+        for name, (parts, text) in wide.items():
+            self.check_rows(sum(len(part.chunk) for part in parts), what)
+            getters[name], gather = spans_accessors(parts, text)
+            nbytes += sum(part.held for part in parts)
+            if gather is None:
+                gatherers = None
+            elif gatherers is not None:
+                gatherers[name] = gather
+        order = {name: getters[name] for name in names}
+        return Decoded(order, None if gatherers is None else
+                       {name: gatherers[name] for name in names}), nbytes
 
 
 register_source(ParquetSource())

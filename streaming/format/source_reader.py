@@ -119,17 +119,25 @@ class SourceReader(Reader):
         ``what`` names the unit (``row group 3``). A table of another row count than the index
         says means the index is stale.
         """
+        table = self.decoding(read, what)
+        self.check_rows(table.num_rows, what)
+        return table
+
+    def decoding(self, read: Callable[[], Any], what: str) -> Any:
+        """``read()``, a failure to decode (``what``: the unit) a ``SourceFileError``."""
         try:
-            table = read()
+            return read()
         except FileNotFoundError:
             raise
         except (OSError, ValueError, TypeError, KeyError, IndexError) as error:
             raise SourceFileError(f'{what} of {self.source} ({self.where()}) cannot be decoded '
                                   f'({type(error).__name__}: {error}): it is corrupt.') from None
-        if table.num_rows != self.samples:
-            raise SourceFileError(f'{what} of {self.source} has {table.num_rows} rows but the '
-                                  f'index says {self.samples}: the index is stale.')
-        return table
+
+    def check_rows(self, rows: int, what: str) -> None:
+        """A unit of another row count than the index says: the index is stale."""
+        if rows != self.samples:
+            raise SourceFileError(f'{what} of {self.source} has {rows} rows but the index says '
+                                  f'{self.samples}: the index is stale.')
 
     def close(self) -> None:
         _decoded.drop(self)
