@@ -25,7 +25,12 @@ from typing import Any
 
 from streaming.errors import SourceFileError
 from streaming.format.arrow_values import Decoded, column_getters, type_name
-from streaming.format.parquet_pages import WIDE_VALUE_BYTES, Spans, binary_spans, spans_accessors
+from streaming.format.parquet_pages import (
+    WIDE_VALUE_BYTES,
+    PageSpans,
+    binary_spans,
+    parts_accessors,
+)
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.format.sources import SourceFormat, register_source
@@ -225,7 +230,7 @@ def placed(data: Any, ranges: list[list[int]], size: int) -> Any:
 
 
 def _wide_columns(file: Any, source: Any, first: int, stop: int,
-                  names: list[str]) -> dict[str, tuple[list[Spans], bool]]:
+                  names: list[str]) -> dict[str, tuple[list[PageSpans], bool]]:
     """Columns of ``names`` read from their pages (``parquet_pages``): wide binary ones.
 
     ``{name: (spans of each row group first:stop, values are str)}``. A column is wide when its
@@ -240,7 +245,7 @@ def _wide_columns(file: Any, source: Any, first: int, stop: int,
         leaf = meta.schema.column(number)
         leaves.setdefault(leaf.path.split('.')[0], []).append((number, leaf))
     pool = pa.system_memory_pool()
-    out: dict[str, tuple[list[Spans], bool]] = {}
+    out: dict[str, tuple[list[PageSpans], bool]] = {}
     for name in names:
         found = leaves.get(name, [])
         if len(found) != 1 or name not in schema.names:
@@ -332,7 +337,7 @@ class ParquetReader(SourceReader):
         getters, gatherers = decoded.getters, decoded.gatherers
         for name, (parts, text) in wide.items():
             self.check_rows(sum(len(part.chunk) for part in parts), what)
-            getters[name], gather = spans_accessors(parts, text)
+            getters[name], gather = parts_accessors(parts, text)
             nbytes += sum(part.held for part in parts)
             if gather is None:
                 gatherers = None

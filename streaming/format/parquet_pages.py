@@ -23,7 +23,7 @@ import numpy as np
 
 from streaming.format.arrow_values import Gatherer, Getter, span_accessors
 
-__all__ = ['WIDE_VALUE_BYTES', 'Spans', 'binary_spans', 'spans_accessors']
+__all__ = ['WIDE_VALUE_BYTES', 'PageSpans', 'binary_spans', 'parts_accessors']
 
 # A column chunk whose values are this large on average is read from its pages here.
 WIDE_VALUE_BYTES = 16 << 10
@@ -157,7 +157,7 @@ def _plain_spans(page: Any, pos: int, end: int, count: int) -> tuple[list[int], 
     return starts, ends
 
 
-class Spans(NamedTuple):
+class PageSpans(NamedTuple):
     """Values as spans: value ``i`` is ``buffers[chunk[i]][start[i]:end[i]]``, or a null."""
 
     buffers: list[Any]
@@ -168,7 +168,8 @@ class Spans(NamedTuple):
     held: int  # Bytes of decompressed pages among ``buffers``.
 
 
-def spans_accessors(parts: list[Spans], text: bool) -> tuple[Getter, Gatherer | None]:
+def parts_accessors(parts: list[PageSpans],
+                    text: bool) -> tuple[Getter, Gatherer | None]:
     """The getter and gatherer of the values of consecutive ``parts`` (row groups)."""
     buffers: list[Any] = []
     chunks = []
@@ -182,7 +183,8 @@ def spans_accessors(parts: list[Spans], text: bool) -> tuple[Getter, Gatherer | 
                           null.tolist() if null.any() else None, text)
 
 
-def binary_spans(data: Any, column: Any, max_definition: int, pool: Any) -> Spans | None:
+def binary_spans(data: Any, column: Any, max_definition: int,
+                 pool: Any) -> PageSpans | None:
     """The values of one column chunk read from its pages, or None: let pyarrow decode it.
 
     ``data``: the file's bytes at their offsets (a map); ``column``: the chunk's
@@ -207,7 +209,7 @@ def binary_spans(data: Any, column: Any, max_definition: int, pool: Any) -> Span
 
 
 def _read_pages(view: memoryview, pos: int, end: int, values: int, max_definition: int,
-                codec: Any, pool: Any) -> Spans:
+                codec: Any, pool: Any) -> PageSpans:
     buffers: list[Any] = []  # Decompressed pages (or views of the map), kept by the spans.
     chunk_ids: list[np.ndarray] = []
     starts: list[np.ndarray] = []
@@ -289,5 +291,5 @@ def _read_pages(view: memoryview, pos: int, end: int, values: int, max_definitio
         rows += count
     if rows != values or not chunk_ids:
         raise _Unsupported('more values than the chunk says')
-    return Spans(buffers, np.concatenate(chunk_ids), np.concatenate(starts),
+    return PageSpans(buffers, np.concatenate(chunk_ids), np.concatenate(starts),
                  np.concatenate(ends), np.concatenate(nulls), held)
