@@ -6,10 +6,12 @@
 Read cases: the ``tokens`` (2 KiB per row) and ``images`` (~100 KB binary + int label) samples
 of ``benchmarks/cases/sources.py``, written once as Parquet by ``pyarrow.parquet`` (snappy;
 ``tokens`` in 4 files of 5,000-row groups, ``images`` in 4 files of 100-row groups) and as MDS
-by our ``MDSWriter`` (uncompressed, 64 MiB shards). One shuffled epoch through each library's
-DataLoader (batch 32, default collate) with 0 and 2 workers, each run in a fresh process with a
-fresh cache, alternating implementations for ``--repeats`` rounds; samples/s (whole epoch; ours
-reads the local files in place) and time to first batch, medians.
+by our ``MDSWriter`` (uncompressed, 64 MiB shards). ``images`` is read once more from an
+uncompressed copy of its Parquet files (same row groups), to show what the codec costs. One
+shuffled epoch through each library's DataLoader (batch 32, default collate) with 0 and 2
+workers, each run in a fresh process with a fresh cache, alternating implementations for
+``--repeats`` rounds; samples/s (whole epoch; ours reads the local files in place) and time to
+first batch, medians.
 
 Remote case (``--remote``): the ``images`` Parquet files on a moto S3 server behind
 ``benchmarks.linkemu``'s proxy (same-region profile: 40 ms to first byte, 12 MB/s per connection,
@@ -150,6 +152,25 @@ def make_data(data_dir: str, name: str, samples: int) -> tuple[str, str]:
     return parquet_dir, mds_dir
 
 
+def uncompressed_copy(parquet_dir: str) -> str:
+    """The Parquet files of ``parquet_dir`` written again without compression (same row groups)."""
+    import pyarrow.parquet as pq
+    out = parquet_dir + '-uncompressed'
+    done = os.path.join(out, '.done')
+    if os.path.exists(done):
+        return out
+    os.makedirs(out, exist_ok=True)
+    for name in sorted(os.listdir(parquet_dir)):
+        if name.endswith('.parquet'):
+            source = pq.ParquetFile(os.path.join(parquet_dir, name))
+            with pq.ParquetWriter(os.path.join(out, name), source.schema_arrow,
+                                  compression='none') as writer:
+                for group in range(source.num_row_groups):
+                    writer.write_table(source.read_row_group(group))
+    open(done, 'w').close()
+    return out
+
+
 def litdata_index(parquet_dir: str) -> None:
     """LitData's own index of the Parquet files (its ``index.json`` in the directory)."""
     subprocess.run([os.path.join(LITDATA_PARQUET_ENV, 'bin', 'python'), '-c',
@@ -183,8 +204,12 @@ def read_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
     rows = []
     scratch = os.path.join(data_dir, 'scratch')
     os.makedirs(scratch, exist_ok=True)
-    for name, samples in (('tokens', int(100_000 * scale)), ('images', int(2_000 * scale))):
+    for name, samples, compressed in (('tokens', int(100_000 * scale), True),
+                                      ('images', int(2_000 * scale), True),
+                                      ('images', int(2_000 * scale), False)):
         parquet_dir, mds_dir = make_data(data_dir, name, samples)
+        if not compressed:  # The same row groups, no codec: what is left is the format's cost.
+            parquet_dir = uncompressed_copy(parquet_dir)
         litdata_index(parquet_dir)
         for workers in (0, 2):
             runs: dict[str, list[dict]] = {'ours-parquet': [], 'litdata-parquet': [],
@@ -197,7 +222,8 @@ def read_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
                 runs['ours-mds'].append(run_once('ours', 'mds', mds_dir, workers, scratch))
             for impl, results in runs.items():
                 assert all(r['samples'] == samples for r in results), (impl, results)
-            row = {'dataset': name, 'samples': samples, 'workers': workers}
+            row = {'dataset': name if compressed else f'{name}, uncompressed Parquet',
+                   'samples': samples, 'workers': workers}
             for impl, results in runs.items():
                 row[impl] = statistics.median(r['samples_per_s'] for r in results)
                 row[f'{impl} first batch s'] = statistics.median(r['first_batch_s']
