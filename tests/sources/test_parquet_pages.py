@@ -140,3 +140,26 @@ def test_fetched_units_read_their_pages_from_the_placed_ranges(tmp_path, spied) 
     assert [dataset[i] for i in range(ROWS)] == [{'blob': r['blob'], 'id': r['id']}
                                                  for r in want]
     assert spied == [True] * 3
+
+
+@pytest.mark.parametrize('workers', [0, 2])
+def test_shuffled_batches_through_workers_equal_the_per_sample_path(tmp_path, monkeypatch,
+                                                                   workers) -> None:
+    from streaming import StreamingDataLoader
+    root = tmp_path / 'data'
+    root.mkdir()
+    for f in range(3):  # 120 rows in 24 row groups: batches draw on many units at once.
+        _write(str(root / f'part-{f}.parquet'), compression='snappy', row_group_size=5)
+
+    def batches(fetch: str, cache: str) -> list:
+        monkeypatch.setenv('STREAMING_BATCH_FETCH', fetch)
+        stream = SourceStream(remote=str(root), local=str(tmp_path / cache),
+                              options={'unit_bytes': 1})
+        dataset = StreamingDataset(streams=[stream], batch_size=8, shuffle=True,
+                                   shuffle_seed=11)
+        loader = StreamingDataLoader(dataset, batch_size=8, num_workers=workers)
+        return [(batch['id'].tolist(), batch['blob']) for batch in loader]
+
+    gathered, per_sample = batches('1', 'a'), batches('0', 'b')
+    assert gathered == per_sample
+    assert sorted(i for ids, _ in gathered for i in ids) == sorted(list(range(ROWS)) * 3)
