@@ -48,12 +48,16 @@ def base_dir() -> str:
     return tempfile.gettempdir()
 
 
-def _start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (distinguishes a reused pid), or None if not running."""
+def start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (distinguishes a reused pid), or None if not running.
+
+    A process that has exited but is not reaped yet (a zombie: a killed DataLoader worker until
+    its loader joins it) is not running.
+    """
     try:
         with open(f'/proc/{pid}/stat') as f:
-            return f.read().rsplit(')', 1)[1].split()[19]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
+            fields = f.read().rsplit(')', 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
         return None
     except OSError:  # No /proc (macOS): fall back to a signal-0 probe.
         try:
@@ -63,11 +67,14 @@ def _start_time(pid: int) -> str | None:
         except PermissionError:
             pass
         return '?'
+    if len(fields) < 20 or fields[0] in ('Z', 'X'):
+        return None
+    return fields[19]
 
 
 def _write_pid_record(path: str) -> None:
     """Record this process (pid and start time) at ``path``, atomically."""
-    atomic_write(path, json.dumps({'pid': os.getpid(), 'start': _start_time(os.getpid())}))
+    atomic_write(path, json.dumps({'pid': os.getpid(), 'start': start_time(os.getpid())}))
 
 
 def _alive(record_path: str) -> bool:
@@ -77,7 +84,7 @@ def _alive(record_path: str) -> bool:
             owner = json.load(f)
     except (FileNotFoundError, json.JSONDecodeError, NotADirectoryError):
         return False
-    started = _start_time(owner['pid'])
+    started = start_time(owner['pid'])
     return started is not None and started in (owner['start'], '?')
 
 

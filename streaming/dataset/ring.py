@@ -22,6 +22,8 @@ import threading
 from multiprocessing import reduction
 from typing import Any
 
+from streaming.coord.shared_dir import start_time
+
 __all__ = ['Ring', 'Maps', 'HEADER', 'SLOTS', 'FREE', 'BUSY']
 
 SLOTS = 8  # Batches of one worker in flight through the ring at once.
@@ -152,20 +154,5 @@ class Maps:
 
 
 def _is_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs: exited but not yet reaped (a zombie) counts as dead.
-
-    A worker killed mid-epoch stays a zombie until its DataLoader joins it, which may come
-    after the loader's own ``release_dead_workers`` call.
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f'/proc/{pid}/stat', 'rb') as stat:
-            state = stat.read().rpartition(b')')[2].split()[0]
-    except (OSError, IndexError):  # No /proc (not Linux), or gone meanwhile.
-        return True
-    return state not in (b'Z', b'X')
+    """Whether process ``pid`` runs (an exited worker not yet reaped does not)."""
+    return start_time(pid) is not None

@@ -7,6 +7,7 @@ import json
 import os
 import time
 
+from streaming.coord.shared_dir import start_time
 from tests.cli.conftest import N, cli_s3_env, run_cli, run_json, write_dataset
 from tests.storage.conftest import new_name, s3_client
 
@@ -122,11 +123,6 @@ def test_cost(dataset) -> None:
     assert proc.returncode == 1 and 'shuffle_algo' in proc.stderr
 
 
-def _start_time(pid: int) -> str:
-    with open(f'/proc/{pid}/stat') as f:
-        return f.read().rsplit(')', 1)[1].split()[19]
-
-
 def test_clean(tmp_path) -> None:
     shm = tmp_path / 'shm'
     dead, live = 2**22 + 12345, os.getpid()
@@ -136,12 +132,12 @@ def test_clean(tmp_path) -> None:
                               ('.streaming-0123abcd', dead, None),
                               ('streaming-member-alive', dead, live), ('other-dead', dead, None)):
         (shm / name).mkdir(parents=True)
-        start = _start_time(pid) if pid == live else '1'
+        start = start_time(pid) if pid == live else '1'
         (shm / name / 'owner.json').write_text(json.dumps({'pid': pid, 'start': start}))
         if member:
             (shm / name / 'members').mkdir()
             (shm / name / 'members' / str(member)).write_text(
-                json.dumps({'pid': member, 'start': _start_time(member)}))
+                json.dumps({'pid': member, 'start': start_time(member)}))
     (shm / 'streaming-dead' / 'epoch.npy').write_bytes(b'\0' * 4096)
     cache = tmp_path / 'cache'
     (cache / 'sub').mkdir(parents=True)
