@@ -134,10 +134,11 @@ class ShardStore:
 
     # ---- fetching and waiting ---------------------------------------------------------------
     @contextlib.contextmanager
-    def _locked(self, shard: RemoteShard) -> Iterator[bool]:
+    def _locked(self, shard: RemoteShard, again: bool = False) -> Iterator[bool]:
         """Hold ``shard``'s download lock.
 
-        Yields False (without the lock) if the shard became ready while waiting for it.
+        Yields False (without the lock) if the shard became ready while waiting for it (unless
+        ``again``: it is to be downloaded anew however ready it is).
         """
         import fcntl
         lock_path = self.path(f'.{shard.tokens_name}.lock')
@@ -146,11 +147,11 @@ class ShardStore:
 
         def attempt() -> bool:
             held[0] = _try_lock(fd, fcntl)
-            return held[0] or self.ready(shard)
+            return held[0] or (not again and self.ready(shard))
 
         try:
             self._wait(shard, attempt)
-            if not held[0] or self.ready(shard):
+            if not held[0] or (not again and self.ready(shard)):
                 yield False
                 return
             yield True
@@ -159,17 +160,21 @@ class ShardStore:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
-    def fetch(self, shard: RemoteShard) -> None:
-        """Download whatever of ``shard`` is missing (resuming a partial download)."""
+    def fetch(self, shard: RemoteShard, again: bool = False) -> None:
+        """Download whatever of ``shard`` is missing (resuming a partial download).
+
+        ``again``: every file anew, each replacing its old copy only once complete (atomically),
+        so that other processes of the node never find the shard missing meanwhile.
+        """
         from streaming.storage import download_file
-        with self._locked(shard) as mine:
+        with self._locked(shard, again) as mine:
             if not mine:
                 return
             self._clean_temporaries(shard)
             for url, name, entry in shard.files():
                 path = self.path(name)
-                if os.path.exists(path) and (entry is None or
-                                             os.path.getsize(path) == entry.bytes):
+                if not again and os.path.exists(path) and (
+                        entry is None or os.path.getsize(path) == entry.bytes):
                     continue
                 started = time.monotonic()
                 download_file(url, path, retries=self.retries, timeout=self.timeout,
@@ -192,11 +197,12 @@ class ShardStore:
                refetch: bool | Callable[[], bool] = True) -> None:
         """Check every window of ``shard`` against its sidecar (and the manifest's checksums).
 
-        On a mismatch the shard is deleted and downloaded once more, then checked again; a
-        shard still wrong gets a corrupt marker and raises ShardCorruptError naming the shard,
-        window and both digests. A shard that passes gets a verified marker. ``refetch=False``:
-        no re-download; a callable ``refetch`` is asked at the mismatch, and when it says no
-        (the shard is no longer wanted), the shard is left unmarked for its next use to check.
+        On a mismatch the shard is downloaded once more (each file replaced when complete, never
+        missing meanwhile), then checked again; a shard still wrong gets a corrupt marker and
+        raises ShardCorruptError naming the shard, window and both digests. A shard that passes
+        gets a verified marker. ``refetch=False``: no re-download; a callable ``refetch`` is
+        asked at the mismatch, and when it says no (the shard is no longer wanted), the shard is
+        left unmarked for its next use to check.
         """
         from streaming.tokens.format import read_npy_layout
         from streaming.tokens.verify import (
@@ -224,8 +230,7 @@ class ShardStore:
             if attempt == 0 and (refetch() if callable(refetch) else refetch):
                 logger.warning('Shard %d is corrupt on disk (%s); downloading it again.',
                                shard.index, mismatch.describe())
-                self.remove(shard)
-                self.fetch(shard)
+                self.fetch(shard, again=True)  # Replaced, never removed: readers wait.
             elif attempt == 0 and callable(refetch):
                 logger.info('Shard %d is corrupt on disk (%s) but no longer active; left for '
                             'its next use to check.', shard.index, mismatch.describe())
