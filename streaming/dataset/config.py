@@ -61,7 +61,9 @@ class DatasetConfig:
 
     ``epoch_size`` is the size asked for (None: every sample); ``num_canonical_nodes`` the count
     given (None: the shuffle's default once the node count is known); ``cache_limit`` is read by
-    the shard cache only.
+    the shard cache only. ``predownload`` is always a number (the default filled in, as the
+    reference reports it); ``predownload_given`` says whether the caller passed it, because only
+    a given ``predownload`` bounds the lookahead in samples, even one equal to the default.
     """
 
     epoch_size: int | None
@@ -84,15 +86,16 @@ class DatasetConfig:
     validate_hash: str | None
     keep_zip: bool
     coordination_timeout: float
+    predownload_given: bool = False
 
     @classmethod
     def from_arguments(cls, **arguments: Any) -> DatasetConfig:
         """Validate StreamingDataset's keyword arguments; errors name the parameter."""
-        given = {f.name for f in fields(cls)}
+        given = {f.name for f in fields(cls)} - {'predownload_given'}
         if set(arguments) != given:
             raise TypeError(f'DatasetConfig.from_arguments: expected {sorted(given)}, got '
                             f'{sorted(arguments)}')
-        a = dict(arguments)
+        a = dict(arguments, predownload_given=arguments['predownload'] is not None)
         check_choice('sampling_method', a['sampling_method'], SAMPLING_METHODS)
         # The three tables are read now, as the reference reads them: a name registered in
         # streaming.base.{partition,batching,shuffle} before the dataset is made is accepted.
@@ -128,6 +131,17 @@ class DatasetConfig:
     def default_predownload(batch_size: int | None) -> int:
         """Samples to download ahead when ``predownload`` is not given."""
         return 8 * batch_size if batch_size else 64
+
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments ``from_arguments`` would rebuild this configuration from.
+
+        A defaulted ``predownload`` comes back as None, so that it is defaulted again (from a
+        new ``batch_size``, say); a given one comes back as given.
+        """
+        arguments = {f.name: getattr(self, f.name) for f in fields(self)}
+        if not arguments.pop('predownload_given'):
+            arguments['predownload'] = None
+        return arguments
 
     def stream_defaults(self) -> dict[str, Any]:
         """The download settings streams that left theirs unset inherit."""

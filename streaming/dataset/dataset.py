@@ -12,7 +12,7 @@ import os
 import warnings
 import weakref
 from concurrent.futures import Future
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -175,10 +175,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
 
     def _replace_setting(self, name: str, value: Any) -> None:
         """Set one setting, validated with the rest as at construction."""
-        arguments = {f.name: getattr(self.config, f.name) for f in fields(self.config)}
-        if name == 'batch_size' and arguments['predownload'] == \
-                DatasetConfig.default_predownload(arguments['batch_size']):
-            arguments['predownload'] = None  # It was defaulted: default it again.
+        arguments = self.config.arguments()
         arguments[name] = value
         self.config = DatasetConfig.from_arguments(**arguments)
         if hasattr(self, 'cache'):
@@ -261,7 +258,6 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             return None
         if self._prefetch is None:
             config = self.config
-            explicit = config.predownload != DatasetConfig.default_predownload(config.batch_size)
             ref = weakref.ref(self)
 
             def order_for(epoch: int, start: int, workers: int) -> np.ndarray:
@@ -273,7 +269,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
 
             self._prefetch = NodePrefetch(self._shared, self.cache, self.sample_offset_per_shard,
                                           order_for, config.batch_size,
-                                          config.predownload if explicit else None)
+                                          config.predownload if config.predownload_given else None)
         return self._prefetch
 
     def _predict_epoch(self) -> None:

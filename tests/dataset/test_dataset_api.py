@@ -212,3 +212,38 @@ def test_settings_are_attributes_read_from_one_config(remote_ids, tmp_path) -> N
         == (3, 5, 1) == (dataset.resumable.num_canonical_nodes, dataset.resumable.shuffle_seed,
                          dataset.resumable.initial_physical_nodes)
     assert config.shuffle_seed == 9176  # The configuration itself never changes.
+
+
+def _wait_until(condition, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, 'timed out'
+        time.sleep(0.02)
+
+
+def test_a_given_predownload_counts_even_when_it_equals_the_default(remote_ids, tmp_path):
+    """``predownload=64`` with ``batch_size=8`` is the default's value, but written out it is
+    what the user asked for: the node's downloads stop 64 samples ahead of the readers (none
+    yet), where left out the lookahead is bounded by bytes only and every shard is fetched."""
+    from streaming.dataset.cache import LOCAL
+
+    def built(name: str, **predownload: int) -> StreamingDataset:
+        return StreamingDataset(remote=remote_ids, local=str(tmp_path / name), batch_size=8,
+                                **predownload)
+
+    defaulted = built('defaulted')
+    assert defaulted.predownload == 64 and not defaulted.config.predownload_given
+    _wait_until(lambda: bool((defaulted.cache.states == LOCAL).all()))
+
+    given = built('given', predownload=64)
+    assert given.predownload == 64 and given.config.predownload_given
+    needed = int(np.searchsorted(given.sample_offset_per_shard, 64, side='left'))  # Samples < 64.
+    assert 0 < needed < given.num_shards
+    _wait_until(lambda: bool((given.cache.states[:needed] == LOCAL).all()))
+    time.sleep(0.5)  # Time to fetch more, were the lookahead not bounded.
+    assert int((given.cache.states == LOCAL).sum()) == needed
+
+    # A given value also stays given when batch_size changes; a defaulted one follows it.
+    given.batch_size = defaulted.batch_size = 16
+    assert (given.predownload, defaulted.predownload) == (64, 128)
+    assert given.config.predownload_given and not defaulted.config.predownload_given
