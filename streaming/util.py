@@ -127,7 +127,7 @@ def gc_paused() -> Iterator[None]:
 
     Parsing a 50k-shard ``index.json`` allocates about a million dicts, lists and strings; each
     700 allocations start a collection that walks the young objects, and the older ones again
-    and again, which made the parse 3-6x slower (0.11 s paused against 0.7 s here). Reference
+    and again, which made the parse several times slower (docs/shuffling.md). Reference
     counting still frees everything at once; the collector's previous state is restored.
     Also a decorator: ``@gc_paused()``.
     """
@@ -144,9 +144,10 @@ def sorted_unique(values: Any) -> Any:
     """The distinct values of a 1-D integer array, sorted (``np.unique(values)``).
 
     ``np.unique`` without ``return_index``/``return_inverse`` (and ``np.union1d``) first asks
-    ``np.ma.is_masked``, which imports ``numpy.ma`` (~50 ms idle, far more on a busy machine,
-    where bytecode is not cached) in every process that reaches it first: the cold path to the
-    first sample and each forked DataLoader worker. This is the same sort-and-compare.
+    ``np.ma.is_masked``, which imports ``numpy.ma`` (measured in docs/shuffling.md; more on a
+    busy machine, where bytecode is not cached) in every process that reaches it first: the
+    cold path to the first sample and each forked DataLoader worker. This is the same
+    sort-and-compare.
     """
     import numpy as np
 

@@ -7,8 +7,8 @@ over ``workers`` processes, each writing ``out/part-NNNNN/`` with its own writer
 shards are the same as a single writer's, only grouped by part.
 
 Workers are started with ``spawn`` (safe with threads in the caller, unlike ``fork``). Starting
-one costs a Python start and the writer's imports (about 0.2 s; numpy and the writers, not torch),
-so the calling process writes part 0 itself while the workers start.
+one costs a Python start and the writer's imports (numpy and the writers, not torch; measured in
+docs/convert.md), so the calling process writes part 0 itself while the workers start.
 
 The source is either
 

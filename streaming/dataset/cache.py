@@ -125,8 +125,8 @@ class ShardCache:
         so two blocks' shards are in use at a time. If they cannot fit in half the cache (the
         other half being room for the node's downloads ahead), shards would be evicted and
         downloaded again many times per epoch; the dataset caps the block size by this (a
-        quarter rather than a half: through an emulated link, 25%-of-the-dataset cache, 1.38x
-        the dataset fetched with a half, 1.09x with a quarter; benchmarks/link_bench.py).
+        quarter rather than a half: fewer shards fetched twice through an emulated link, see
+        docs/benchmark-history.md).
         """
         if self.limit is None or not len(samples_per_shard):
             return None

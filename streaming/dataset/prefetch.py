@@ -300,10 +300,9 @@ def share_of(room: int, largest: int) -> int:
     """What the schedule may take of ``room`` bytes under ``cache_limit`` (``largest``: shard).
 
     Three quarters, as long as that leaves room for two of the largest shards (two readers
-    each waiting for one); never less than half, the share it had before. Under a limit of 25%
-    of a dataset of 4 MB shards, three quarters keeps 9 transfers in flight instead of 5-6
-    (same-region link: 0.55-0.60 -> 0.68-0.70 of it, fewer re-downloads: 1.07-1.09x -> 1.04-
-    1.07x of the dataset).
+    each waiting for one); never less than half, the share it had before. Under a small limit,
+    three quarters keeps more transfers in flight and fetches fewer shards twice (measured
+    through the link emulator: docs/benchmarks.md, "Remote through an emulated network link").
     """
     return max(room // 2, min(room * 3 // 4, room - 2 * largest))
 

@@ -274,9 +274,9 @@ def _wide_columns(file: Any, source: Any, first: int, stop: int,
 def _open_file(pq: Any, pa: Any, handle: Any) -> Any:
     """A ``pq.ParquetFile`` of ``handle`` whose decoded buffers come from the system allocator.
 
-    pyarrow's default pool (mimalloc) takes fresh memory at about twice the system allocator's
-    cost in a process that has imported torch (measured: a unit of 200 MB decoded in 0.53 s of
-    CPU with it, 0.28 s with malloc); a decoded unit is all fresh memory.
+    pyarrow's default pool (mimalloc) takes fresh memory at a higher cost than the system
+    allocator in a process that has imported torch (measured: docs/sources/parquet.md, "Local
+    reads", and docs/benchmark-history.md); a decoded unit is all fresh memory.
     """
     file = pq.ParquetFile(handle, pre_buffer=False)
     try:

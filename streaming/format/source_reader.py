@@ -192,8 +192,8 @@ def decode_width() -> int:
     """Units this process decodes at once: its share of the cores, at most 4.
 
     The cores are shared by the node's ranks (``LOCAL_WORLD_SIZE``) and each one's DataLoader
-    workers (measured with 2 workers on 2 cores: a pool of 2 per worker was 5-15% slower than
-    decoding in line).
+    workers (with 2 workers on 2 cores, a pool per worker was slower than decoding in line:
+    docs/sources/parquet.md, "Local reads").
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else \
         os.cpu_count() or 1

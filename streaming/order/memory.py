@@ -22,7 +22,8 @@ def fresh_array(length: int, dtype: type | np.dtype) -> np.ndarray:
 
     numpy advises the kernel to back big allocations with huge pages; where the kernel then
     compacts memory on the page-fault path (transparent huge pages with ``defrag=madvise``, as
-    on the benchmark machine), touching a fresh 400 MB array takes about 1 s instead of 0.15 s.
+    on the benchmark machine), touching a fresh epoch-sized array takes several times as long
+    (docs/shuffling.md, "Setup time and memory").
     A private anonymous map (what malloc uses for big blocks, copy-on-write after a fork) is
     never advised, and changes no numpy setting of the process.
     """

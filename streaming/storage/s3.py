@@ -13,8 +13,8 @@ Environment (as the reference's):
 boto3's own retries are off: the shared download layer and the uploader retry, so one policy
 (and one timeout) applies to every backend. Reads (``read``, ``stat``) skip boto3 where the
 environment says everything explicitly (``streaming.storage.s3_light``: signed requests over
-pooled ``http.client`` connections, ~0.7 s sooner to the first byte); ``STREAMING_S3_CLIENT=boto3``
-keeps them on boto3. boto3 is imported only when a client is built.
+pooled ``http.client`` connections, sooner to the first byte: docs/storage/s3.md);
+``STREAMING_S3_CLIENT=boto3`` keeps them on boto3. boto3 is imported only when a client is built.
 """
 
 from __future__ import annotations

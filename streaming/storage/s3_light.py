@@ -1,10 +1,10 @@
 """Signed S3 GETs and HEADs over pooled ``http.client`` connections: downloads without boto3.
 
-Importing boto3 and building its client takes ~0.7 s of CPU on a quiet 2-core machine (2-3 s
-when it is busy), before the first byte of a dataset can be requested; the standard library's
-``http.client`` and a SigV4 signature take a few milliseconds. ``S3Backend`` sends its reads
-(``read``, ``stat``) this way when the whole configuration is explicit in the environment, so
-that nothing boto3 would resolve differently is involved:
+Importing boto3 and building its client costs most of a second of CPU, more on a busy machine
+(measured in docs/storage/s3.md), before the first byte of a dataset can be requested; the
+standard library's ``http.client`` and a SigV4 signature cost next to nothing. ``S3Backend``
+sends its reads (``read``, ``stat``) this way when the whole configuration is explicit in the
+environment, so that nothing boto3 would resolve differently is involved:
 
 - credentials ``AWS_ACCESS_KEY_ID`` + ``AWS_SECRET_ACCESS_KEY`` (+ ``AWS_SESSION_TOKEN``), which
   boto3's chain also takes first, or ``S3_UNSIGNED`` (anonymous);
