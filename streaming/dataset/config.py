@@ -23,8 +23,8 @@ from streaming.order import (
     PARTITIONS,
     SAMPLING_METHODS,
     default_num_canonical_nodes,
-    default_shuffle_block_size,
     get_shuffle,
+    shuffle_block_size_in_effect,
     shuffle_traits,
 )
 from streaming.order.checks import check_choice, check_int
@@ -155,7 +155,7 @@ class DatasetConfig:
 
     def block_size(self, num_canonical_nodes: int, cap: int | None = None) -> int:
         """The shuffle block size in effect: the given one or the default, within ``cap``."""
-        block = self.shuffle_block_size or default_shuffle_block_size(num_canonical_nodes)
+        block = shuffle_block_size_in_effect(self.shuffle_block_size, num_canonical_nodes)
         return block if cap is None else min(block, cap)
 
 

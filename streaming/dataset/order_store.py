@@ -48,7 +48,7 @@ from streaming.order.indexed import NAME as INDEX_SHUFFLE
 from streaming.order.indexed import IndexOrder
 from streaming.order.memory import release
 from streaming.order.resample import whole_units
-from streaming.order.shuffle import SHUFFLES, BuiltinShuffle, default_shuffle_block_size
+from streaming.order.shuffle import SHUFFLES, BuiltinShuffle
 
 __all__ = ['EpochIds', 'IndexIds', 'WorkerOrder', 'exact_dealing', 'ids_inputs',
            'lazy_index_ids', 'order_cache_enabled', 'shared_epoch_ids', 'wait_for_background']
@@ -64,10 +64,12 @@ _IDS_INPUTS = ('shard_sizes', 'shard_streams', 'stream_choose', 'epoch', 'seed',
 
 
 def ids_inputs(params: dict[str, Any]) -> dict[str, Any]:
-    """The arguments of ``epoch_sample_ids`` among ``get_epoch_order``'s ``params``."""
+    """The arguments of ``epoch_sample_ids`` among ``get_epoch_order``'s ``params``.
+
+    The dataset's ``params`` carry the block size in effect (``DatasetConfig.block_size``).
+    """
     inputs = {name: params[name] for name in _IDS_INPUTS}
-    inputs['block_size'] = params['shuffle_block_size'] or \
-        default_shuffle_block_size(params['num_canonical_nodes'])
+    inputs['block_size'] = params['shuffle_block_size']
     return inputs
 
 

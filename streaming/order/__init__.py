@@ -20,6 +20,7 @@ from streaming.order.shuffle import (
     default_shuffle_block_size,
     get_shuffle,
     register_shuffle,
+    shuffle_block_size_in_effect,
     shuffle_names,
     shuffle_traits,
     unregister_shuffle,
@@ -28,5 +29,5 @@ from streaming.order.shuffle import (
 __all__ = ['BATCHING_METHODS', 'PARTITIONS', 'SAMPLING_METHODS', 'SHUFFLES', 'ShuffleFn',
            'apply_weights', 'check_partition', 'default_num_canonical_nodes',
            'default_shuffle_block_size', 'get_epoch_order', 'get_shuffle', 'global_batches',
-           'register_partition', 'register_shuffle', 'shuffle_names', 'shuffle_traits',
-           'unregister_shuffle']
+           'register_partition', 'register_shuffle', 'shuffle_block_size_in_effect',
+           'shuffle_names', 'shuffle_traits', 'unregister_shuffle']

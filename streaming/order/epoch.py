@@ -18,7 +18,7 @@ from streaming.order.dealing import check_partition
 from streaming.order.exact import random_order
 from streaming.order.exact_batching import BATCHING_METHODS, StreamRun, exact_stream_batching
 from streaming.order.sampling import SAMPLING_METHODS
-from streaming.order.shuffle import default_shuffle_block_size, get_shuffle
+from streaming.order.shuffle import get_shuffle, shuffle_block_size_in_effect
 
 __all__ = ['get_epoch_order']
 
@@ -120,7 +120,7 @@ def get_epoch_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
                     num_physical_nodes=num_physical_nodes,
                     initial_physical_nodes=initial_physical_nodes)
     proportions = _proportions(stream_proportions, choose)
-    block_size = shuffle_block_size or default_shuffle_block_size(num_canonical_nodes)
+    block_size = shuffle_block_size_in_effect(shuffle_block_size, num_canonical_nodes)
     if batching_method != 'random':
         run = StreamRun(sizes, streams, choose, proportions, epoch, seed, shuffle, shuffle_algo,
                         block_size, num_canonical_nodes, partition_algo, initial_physical_nodes,

@@ -31,8 +31,8 @@ from streaming.order.checks import check_choice, check_int
 
 __all__ = ['BuiltinShuffle', 'SHUFFLES', 'ShuffleEntry', 'ShuffleFn', 'ShuffleTraits',
            'default_num_canonical_nodes', 'default_shuffle_block_size', 'get_shuffle',
-           'register_shuffle', 'shuffle_entry', 'shuffle_names', 'shuffle_positions',
-           'shuffle_steps', 'shuffle_traits', 'unregister_shuffle']
+           'register_shuffle', 'shuffle_block_size_in_effect', 'shuffle_entry', 'shuffle_names',
+           'shuffle_positions', 'shuffle_steps', 'shuffle_traits', 'unregister_shuffle']
 
 # (shard_sizes, num_canonical_nodes, seed, epoch, block_size) -> positions.
 ShuffleFn = Callable[[np.ndarray, int, int, int, int], np.ndarray]
@@ -168,6 +168,15 @@ def _restore(name: str, fn: ShuffleFn, traits: ShuffleTraits) -> ShuffleEntry:
 def default_shuffle_block_size(num_canonical_nodes: int) -> int:
     """The reference's default: ``max(4_000_000 // num_canonical_nodes, 1 << 18)``."""
     return max(4_000_000 // num_canonical_nodes, 1 << 18)
+
+
+def shuffle_block_size_in_effect(shuffle_block_size: int | None, num_canonical_nodes: int) -> int:
+    """The block size a shuffle uses: the one given, else the default.
+
+    The one place the default is applied: ``get_epoch_order`` and ``DatasetConfig.block_size``
+    both ask here.
+    """
+    return shuffle_block_size or default_shuffle_block_size(num_canonical_nodes)
 
 
 def default_num_canonical_nodes(shuffle_algo: str, num_physical_nodes: int) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streaming.order import default_shuffle_block_size
+from streaming.order import default_shuffle_block_size, shuffle_block_size_in_effect
 from tests.order.helpers import SHUFFLED_ALGOS, one_stream, order, shard_of, stream_order
 
 ALL_ALGOS = (*SHUFFLED_ALGOS, 'naive')
@@ -146,3 +146,7 @@ def test_py1e_spreads_a_shard_over_about_one_block() -> None:
 def test_default_block_size_matches_the_reference() -> None:
     assert default_shuffle_block_size(1) == 4_000_000
     assert default_shuffle_block_size(64) == 1 << 18
+    # A given size is used as given; None (not given) gets the default for the node count.
+    assert shuffle_block_size_in_effect(None, 64) == 1 << 18
+    assert shuffle_block_size_in_effect(None, 2) == 2_000_000
+    assert shuffle_block_size_in_effect(100, 2) == 100
