@@ -145,7 +145,8 @@ def markdown(doc: dict[str, Any], chart_name: str | None) -> str:
         '```',
         '',
         'See [benchmarks/README.md](../benchmarks/README.md) for the options and what each case '
-        'does.',
+        'does. Dated measurements from outside these runs (set-up and test-suite timings, the '
+        'figures behind design choices) are in [benchmark-history.md](benchmark-history.md).',
         '',
         '## Machine and versions',
         '',
