@@ -29,7 +29,8 @@ memory map into a preallocated buffer (the memory-copy limit), and a plain seque
 ``verify``: the sidecar check. Its hash rate (``find_mismatch`` over a ``--shard-size``
 shard, CPU seconds of the hashing thread) gives the CPU share of one core at any training speed;
 then a ``ShardRotation`` over three such shards (a local "remote") trains at
-``--train-tokens-per-s`` (batches gathered and paced) with ``verify`` on and off, alternating:
+``--train-tokens-per-s`` (batches gathered and paced) with ``verify`` on and off, and a restart
+(``verify`` on over shards that a run now ended verified, so each is checked again), alternating:
 the swap wait with the prefetch finished, and the verification's CPU seconds over the window.
 
 ``mix``: ``TokenMix`` over three local sources (weights 0.7/0.2/0.1, ``--batch`` windows of

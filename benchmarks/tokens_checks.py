@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -51,14 +53,16 @@ def bench_verify(args: argparse.Namespace, scratch: str) -> dict:
     verify_module.find_mismatch = timed
     batch_tokens = args.batch * args.seq_len
     pace = batch_tokens / args.train_tokens_per_s
-    runs: dict[str, list[dict]] = {'on': [], 'off': []}
+    runs: dict[str, list[dict]] = {'on': [], 'off': [], 'restart': []}
     try:
         for _ in range(args.repeats):
-            for mode in ('on', 'off'):
-                spent.clear()
+            for mode in ('on', 'off', 'restart'):
                 local = tempfile.mkdtemp(prefix='verify-', dir=scratch)
+                if mode == 'restart':  # Shards 0 and 1 on disk, verified by a run now ended.
+                    _verified_by_an_ended_run(root, local, args.seq_len)
+                spent.clear()
                 with ShardRotation(shards, local, seq_len=args.seq_len, keep=2,
-                                   verify=mode == 'on') as rotation:
+                                   verify=mode != 'off') as rotation:
                     ds = rotation.dataset
                     ds.batch(np.arange(args.batch))  # shard 0 checked on use from here
                     began, steps = time.perf_counter(), 0
@@ -95,14 +99,35 @@ def bench_verify(args: argparse.Namespace, scratch: str) -> dict:
               'max_train_tokens_s_at_5pct': 0.05 * tokens_per_core,
               'measured_cpu_share_median': median([r['cpu_share'] for r in runs['on']]),
               'wait_ms_on': median([r['wait_ms'] for r in runs['on']]),
-              'wait_ms_off': median([r['wait_ms'] for r in runs['off']])}
+              'wait_ms_off': median([r['wait_ms'] for r in runs['off']]),
+              'wait_ms_restart': median([r['wait_ms'] for r in runs['restart']]),
+              'restart_first_shard_cpu_s': median([r['first_shard_cpu_s']
+                                                   for r in runs['restart']]),
+              'restart_cpu_share': median([r['cpu_share'] for r in runs['restart']])}
     print(f'  median: hashing {rate:.0f} MiB/s per core; at {args.train_tokens_per_s:,.0f} '
           f'uint32 tokens/s verification takes {result["cpu_share_at_train_speed"]:.2%} of a '
           f'core (measured in the run: {result["measured_cpu_share_median"]:.2%}); 5% holds up '
           f'to {result["max_train_tokens_s_at_5pct"]:,.0f} tokens/s; swap wait '
           f'{result["wait_ms_on"]:.2f} ms verified vs {result["wait_ms_off"]:.2f} ms not',
           flush=True)
+    print(f'  restart over verified shards: each checked again, the first '
+          f'{result["restart_first_shard_cpu_s"]:.2f} CPU s at start-up, the next '
+          f'{result["restart_cpu_share"]:.2%} of a core; swap wait '
+          f'{result["wait_ms_restart"]:.2f} ms', flush=True)
     return result
+
+
+def _verified_by_an_ended_run(remote: str, local: str, seq_len: int) -> None:
+    """Fetch and verify shards 0 and 1 into ``local`` in a process that then exits."""
+    code = ('import sys\n'
+            'from streaming.tokens import list_shards\n'
+            'from streaming.tokens.store import ShardStore\n'
+            'shards, _ = list_shards(sys.argv[1])\n'
+            'store = ShardStore(sys.argv[2])\n'
+            'for shard in shards[:2]:\n'
+            '    store.fetch(shard)\n'
+            '    store.verify(shard, int(sys.argv[3]))\n')
+    subprocess.run([sys.executable, '-c', code, remote, local, str(seq_len)], check=True)
 
 
 # ---- mixing -----------------------------------------------------------------------------------

@@ -52,7 +52,8 @@ class ShardRotation:
     waiting rank tolerates no download progress. ``verify``: check every window against the
     sidecar (and the manifest's checksums): a prefetched shard in the background right after
     its download, before the swap; a shard that becomes active unverified (the first one, or
-    one found on disk without a verified marker) window by window before use while a
+    one found on disk without a marker from a process still running: after a restart, every
+    shard is checked again) window by window before use while a
     background pass finishes it. A mismatch costs one verified re-download of the shard, then
     ``ShardCorruptError``. The remaining options go to ``TokenWindowDataset``.
     """

@@ -140,25 +140,24 @@ class ShardStore:
         Yields False (without the lock) if the shard became ready while waiting for it (unless
         ``again``: it is to be downloaded anew however ready it is).
         """
-        import fcntl
-        lock_path = self.path(f'.{shard.tokens_name}.lock')
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        held = [False]
+        from streaming.coord import FileLock
+        lock = FileLock(self.path(f'.{shard.tokens_name}.lock'))
+        held = False
 
         def attempt() -> bool:
-            held[0] = _try_lock(fd, fcntl)
-            return held[0] or (not again and self.ready(shard))
+            nonlocal held
+            held = held or lock.acquire(blocking=False)
+            return held or (not again and self.ready(shard))
 
         try:
             self._wait(shard, attempt)
-            if not held[0] or (not again and self.ready(shard)):
+            if not held or (not again and self.ready(shard)):
                 yield False
                 return
             yield True
         finally:
-            if held[0]:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            if held:
+                lock.release()
 
     def fetch(self, shard: RemoteShard, again: bool = False) -> None:
         """Download whatever of ``shard`` is missing (resuming a partial download).
@@ -273,10 +272,3 @@ def _checkable(shard: RemoteShard) -> bool:
     """Whether there is anything to verify a shard against (a sidecar, or checksums)."""
     return bool(shard.ids_name) or bool(shard.entry and shard.entry.tokens.hashes)
 
-
-def _try_lock(fd: int, fcntl) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False

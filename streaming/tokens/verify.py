@@ -4,9 +4,13 @@ Each entry of ``sample_ids_{i:06d}.bin`` is the 8-byte blake2b digest of one win
 ``seq_len`` tokens. ``find_mismatch`` hashes every window of a shard in one sequential read
 (and, when given, the whole file's manifest checksum in the same pass); ``WindowCheck`` checks
 only the windows about to be served. A shard that passed gets a marker beside it,
-``.{tokens_name}.verified``, holding both files' size, mtime and inode, so a restart does not
-hash it again; a shard that stayed wrong after a re-download gets ``.{tokens_name}.corrupt``
-holding the error, which waiting ranks read. Both markers are deleted with the shard.
+``.{tokens_name}.verified``, holding both files' size, mtime and inode and the process that
+checked them. The marker vouches for the bytes only while that process lives: the other ranks
+and workers of its run skip the hashing, but a restart checks every shard again (window by
+window on use, and in a background pass), so bytes that rotted on disk under an old marker,
+mtime kept, are caught before they are served. A shard that stayed wrong after a re-download
+gets ``.{tokens_name}.corrupt`` holding the error, which waiting ranks read. Both markers are
+deleted with the shard.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from streaming.coord.shared_dir import start_time
 from streaming.fileio import atomic_write, remove_quietly
 from streaming.tokens.format import HASH_PREFERENCE, FileEntry, TokenFormatError
 
@@ -153,18 +158,49 @@ def _stats(path: str, ids_path: str | None, seq_len: int) -> dict[str, Any]:
             'seq_len': seq_len}
 
 
+def _boot_id() -> str:
+    try:
+        with open('/proc/sys/kernel/random/boot_id') as f:
+            return f.read().strip()
+    except OSError:
+        return ''
+
+
+def _checker() -> list[Any]:
+    """This process, as a marker records it: boot, pid and the kernel's start time of the pid."""
+    pid = os.getpid()
+    return [_boot_id(), pid, start_time(pid)]
+
+
+def _still_running(checker: Any) -> bool:
+    """Whether the process a marker names is alive (same boot, same pid, same start time)."""
+    try:
+        boot, pid, started = checker
+    except (TypeError, ValueError):
+        return False  # A marker from before markers named their checker: check again.
+    return bool(boot) and boot == _boot_id() and started is not None and \
+        start_time(int(pid)) == started
+
+
 def mark_verified(path: str, ids_path: str | None, seq_len: int) -> None:
-    """Record that ``path`` (as it is now on disk) matched its sidecar."""
+    """Record that ``path`` (as it is now on disk) matched its sidecar, checked by this process."""
     remove_quietly(_marker(path, 'corrupt'))
-    atomic_write(_marker(path, 'verified'), json.dumps(_stats(path, ids_path, seq_len)))
+    atomic_write(_marker(path, 'verified'),
+                 json.dumps({**_stats(path, ids_path, seq_len), 'checker': _checker()}))
 
 
 def is_verified(path: str, ids_path: str | None, seq_len: int) -> bool:
-    """Whether ``path`` carries a marker that matches the files as they are now."""
+    """Whether ``path`` carries a marker that matches the files as they are now.
+
+    Only a marker whose checker is still running counts: after a restart every shard is
+    checked again, since disk corruption can change bytes without touching size, mtime or inode.
+    """
     try:
         with open(_marker(path, 'verified')) as f:
-            return json.load(f) == _stats(path, ids_path, seq_len)
-    except (OSError, ValueError):
+            body = json.load(f)
+        checker = body.pop('checker', None)
+        return body == _stats(path, ids_path, seq_len) and _still_running(checker)
+    except (OSError, ValueError, AttributeError):
         return False
 
 

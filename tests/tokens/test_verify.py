@@ -117,7 +117,8 @@ def test_marker_spares_the_rehash_and_a_changed_file_is_hashed_again(tmp_path, m
     assert markers == ['.train_000000.npy.verified', '.train_000001.npy.verified',
                        '.train_000002.npy.verified']
     calls.clear()
-    run()  # A restart: every shard on disk carries its marker, nothing is hashed.
+    run()  # Again in this process, the markers' checker: nothing is hashed (test_bit_rot.py
+    # has a restart by another process).
     assert calls == []
     # A local copy changed on disk (a header padding byte: no window covers it) invalidates
     # the marker; the manifest's checksum catches it and the shard is fetched again.
