@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.oracle.private_shm import in_private_shm
 from tests.oracle.zygote import zygote
 
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'ref_driver.py')
@@ -62,8 +63,10 @@ def reference_env() -> dict[str, str]:
 
 def reference_zygote():  # -> tests.oracle.zygote.Zygote
     """This test process's reference zygote: torch and the reference imported once, one forked
-    child per command (see ``tests/oracle/zygote.py``)."""
-    return zygote(reference_python(), ['ref_driver', 'torch.distributed'], reference_env())
+    child per command (see ``tests/oracle/zygote.py``), all in this process's private
+    ``/dev/shm`` (``tests/oracle/private_shm.py``)."""
+    return zygote(reference_python(), ['ref_driver', 'torch.distributed'], reference_env(),
+                  wrap=in_private_shm)
 
 
 def reference_run(argv: list[str], *, input: str | None = None, cwd: str = '/',
