@@ -177,6 +177,10 @@ _ADC_ENVIRONMENT = ('STORAGE_EMULATOR_HOST', 'GOOGLE_APPLICATION_CREDENTIALS', '
                     'GCE_METADATA_IP')
 
 
+def _hmac_keys_set() -> bool:
+    return bool(os.environ.get('GCS_KEY') and os.environ.get('GCS_SECRET'))
+
+
 class GCSBackend(Backend):
     """Dispatches to the HMAC (S3 API) or the google-cloud-storage path.
 
@@ -199,12 +203,12 @@ class GCSBackend(Backend):
     @property
     def impl(self) -> Backend:
         """The path the current environment chooses."""
-        if os.environ.get('GCS_KEY') and os.environ.get('GCS_SECRET'):
+        if _hmac_keys_set():
             if self._hmac is None:
                 self._hmac = _GCSHMAC()
             return self._hmac
         environment = tuple(os.environ.get(name) for name in _ADC_ENVIRONMENT)
-        if self._credentials_found_for != environment:  # google-auth's search costs ~1 s
+        if self._credentials_found_for != environment:  # google-auth's search is slow
             _check_default_credentials()
             self._credentials_found_for = environment
         if self._google is None:
@@ -225,5 +229,5 @@ class GCSBackend(Backend):
         return self.impl.list(url)
 
     def __repr__(self) -> str:
-        mode = 'hmac' if isinstance(self.impl, _GCSHMAC) else 'google-cloud-storage'
+        mode = 'hmac' if _hmac_keys_set() else 'google-cloud-storage'
         return f'GCSBackend(mode={mode!r})'
