@@ -39,7 +39,10 @@ def reference_lock() -> Iterator[None]:
     The reference names its shared memory by a small per-machine counter, so two of its
     processes building datasets at once (pytest-xdist workers) can collide on a name such as
     ``/000200_locals`` and fail: a known defect of the reference that this library fixes. The
-    oracle tests take this lock around every reference run so that they never see it.
+    oracle tests take this lock around every reference run so that they never see it. (Each
+    test process's reference processes also have a private ``/dev/shm`` where one can be made,
+    ``tests/oracle/private_shm.py``; the lock still serves machines without one, and the file
+    locks in the temp dir that the reference also names by prefix.)
     """
     path = os.path.join(tempfile.gettempdir(), 'shardflow-reference-oracle.lock')
     with open(path, 'a') as handle:
