@@ -19,6 +19,10 @@ class MissingLocalIndexError(MissingIndexError, RuntimeError):
     """No local ``index.json`` and no remote to fetch it from (the reference's RuntimeError)."""
 
 
+class MissingPartitionIndexError(MissingIndexError, RuntimeError):
+    """A partition index given to ``merge_index`` is not there (the reference's RuntimeError)."""
+
+
 class CorruptIndexError(IndexFileError, json.JSONDecodeError):
     """An ``index.json`` that is not valid JSON; also the ``json.JSONDecodeError`` it is."""
 

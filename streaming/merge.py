@@ -6,7 +6,7 @@ import os
 import tempfile
 from typing import Sequence, Union
 
-from streaming.errors import IndexFileError
+from streaming.errors import IndexFileError, MissingPartitionIndexError
 from streaming.format.index import INDEX_BASENAME, load_index, write_index
 from streaming.format.registry import get_format
 from streaming.storage.local import local_path
@@ -37,23 +37,37 @@ def merge_index(*args: object, **kwargs: object) -> None:
     return _merge_index_from_root(*args, **kwargs)  # type: ignore[arg-type]
 
 
-def _fetch(location: Location, download_timeout: float, scratch: str, i: int) -> str:
-    """A local path holding the partition index at ``location``."""
-    if not isinstance(location, str):
-        local, remote = location
-        if os.path.exists(local):
-            return local
-        location = remote
-    if not is_remote_url(location) or location.startswith('file://'):
-        return local_path(location)
+def _source(location: Location) -> str:
+    """The path or URL a partition index is read from.
+
+    Of a ``(local, remote)`` pair, the local file if it is there, else the remote.
+    """
+    if isinstance(location, str):
+        return location
+    local, remote = location
+    return local if os.path.exists(local) or not remote else remote
+
+
+def _fetch(source: str, download_timeout: float, scratch: str, i: int) -> str:
+    """A local path holding the partition index at ``source``."""
+    if not is_remote_url(source) or source.startswith('file://'):
+        path = local_path(source)
+        if not os.path.isfile(path):
+            raise MissingPartitionIndexError(f'merge_index: partition index {path} does not '
+                                             f'exist.')
+        return path
     target = os.path.join(scratch, f'{i}.json')
-    get_backend(location).download(location, target, download_timeout)
+    try:
+        get_backend(source).download(source, target, download_timeout)
+    except FileNotFoundError as error:
+        raise MissingPartitionIndexError(f'merge_index: partition index {source} does not '
+                                         f'exist: {error}') from error
     return target
 
 
-def _partition_dir(location: Location) -> str:
-    url = location if isinstance(location, str) else location[1] or location[0]
-    return os.path.basename(os.path.dirname(url.rstrip('/')))
+def _partition_dir(source: str) -> str:
+    """The folder naming a partition's shards: that of the index file read (as the reference)."""
+    return os.path.basename(os.path.dirname(source.rstrip('/')))
 
 
 def _merge_index_from_list(index_file_urls: list[Location], out: Location, keep_local: bool = True,
@@ -63,8 +77,9 @@ def _merge_index_from_list(index_file_urls: list[Location], out: Location, keep_
     shards = []
     with tempfile.TemporaryDirectory(prefix='merge-index-') as scratch:
         for i, location in enumerate(index_file_urls):
-            path = _fetch(location, download_timeout, scratch, i)
-            prefix = _partition_dir(location)
+            source = _source(location)
+            path = _fetch(source, download_timeout, scratch, i)
+            prefix = _partition_dir(source)
             for entry in load_index(path)['shards']:
                 for key in get_format(entry['format']).file_keys:
                     info = entry.get(key)

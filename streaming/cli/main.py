@@ -1,20 +1,26 @@
 """Argument parsing and dispatch for the ``streaming`` command; errors become exit codes.
 
 Exit codes: 0 success, 1 a problem was found or an operation failed (the message names the file,
-URL or argument), 2 bad usage (from argparse).
+URL or argument), 2 bad usage (from argparse). Every failure is one line on stderr,
+``streaming SUBCOMMAND: error: ...``; ``--debug`` (or ``STREAMING_DEBUG=1``) lets the exception
+propagate with its traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from types import ModuleType
 from typing import Any, Sequence
 
 from streaming._version import __version__
 
-__all__ = ['COMMANDS', 'main', 'register_command']
+__all__ = ['COMMANDS', 'DEBUG_ENV', 'main', 'register_command']
+
+DEBUG_ENV = 'STREAMING_DEBUG'  # set to 1: failures show their traceback (as --debug)
+_DEBUG_HELP = f'on failure, show the full traceback instead of one line (or set {DEBUG_ENV}=1)'
 
 # Subcommand -> module (imported when that subcommand runs, so ``--help`` stays fast).
 COMMANDS: dict[str, str] = {
@@ -53,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         'datasets (MDS, JSON, CSV/TSV/XSV shards; Parquet, JSONL, WebDataset tar and Arrow files) '
         'on local disk or object storage.')
     parser.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
+    parser.add_argument('--debug', action='store_true', dest='debug_all', help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest='command', metavar='COMMAND')
     commands = {**_plugins(), **COMMANDS}
     for name in sorted(commands):
@@ -63,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument('--json', action='store_true',
                          help='print the result as JSON on stdout (for scripts)')
         cmd.add_argument('--no-progress', action='store_true', help='no progress bar on stderr')
+        cmd.add_argument('--debug', action='store_true', help=_DEBUG_HELP)
         module.add_arguments(cmd)
         cmd.set_defaults(_module=module)
     return parser
@@ -75,17 +83,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    from streaming.cli.common import CLIError
+    debug = args.debug_all or getattr(args, 'debug', False) or \
+        os.environ.get(DEBUG_ENV, '').strip().lower() not in ('', '0', 'false', 'no')
     try:
         return int(args._module.run(args) or 0)
     except BrokenPipeError:  # Output piped into a reader that stopped early (| head).
-        import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except KeyboardInterrupt:
+        if debug:
+            raise
         print(f'streaming {args.command}: interrupted', file=sys.stderr)
         return 130
-    except (CLIError, OSError, ValueError, KeyError, RuntimeError) as error:
-        text = str(error) if not isinstance(error, KeyError) else str(error.args[0])
-        print(f'streaming {args.command}: error: {text}', file=sys.stderr)
+    except Exception as error:  # noqa: BLE001 - every failure becomes one line (see above)
+        if debug:
+            raise
+        print(f'streaming {args.command}: error: {_one_line(error)}', file=sys.stderr)
         return 1
+
+
+def _one_line(error: Exception) -> str:
+    """The message of a failure, on one line.
+
+    The errors raised on purpose (ours, and the OSError/ValueError/... of bad input) carry a
+    message naming the file, URL or argument; anything else is a defect, reported with its type
+    and the way to see where it happened.
+    """
+    from streaming.cli.common import CLIError
+    from streaming.errors import StreamingError
+    if isinstance(error, KeyError) and error.args:
+        text = str(error.args[0])
+    else:
+        text = str(error) or type(error).__name__
+    if not isinstance(error, (CLIError, StreamingError, OSError, ValueError, KeyError,
+                              RuntimeError, ImportError)):
+        text = f'{type(error).__name__}: {text} (an internal error: run with --debug for the ' \
+               f'traceback, and please report it)'
+    return ' '.join(line.strip() for line in text.splitlines() if line.strip())

@@ -26,6 +26,13 @@ class Backend:
 
     scheme: str = ''
 
+    def check_credentials(self) -> None:
+        """Raise ``MissingCredentialsError`` now if the environment gives no way to authenticate.
+
+        An uploader calls it when it is made, as the reference checks on creation. No request
+        is made. Default: nothing to check.
+        """
+
     def warm_up(self, timeout: float) -> None:
         """Import (and build, per process) what a first request with ``timeout`` needs.
 

@@ -45,6 +45,12 @@ class _GCSHMAC(S3Backend):
     def endpoint_url(self) -> str | None:
         return os.environ.get('GCS_HMAC_ENDPOINT_URL') or 'https://storage.googleapis.com'
 
+    def _client(self, timeout: float, upload: bool = False) -> Any:
+        # Keyed by the keys too: keys changed in the environment are used at once.
+        key = (float(timeout), upload, self.endpoint_url(), os.environ.get('GCS_KEY'),
+               os.environ.get('GCS_SECRET'))
+        return self._clients.get(key)  # type: ignore[arg-type]
+
     def session_kwargs(self) -> dict[str, Any]:
         return {'aws_access_key_id': os.environ['GCS_KEY'],
                 'aws_secret_access_key': os.environ['GCS_SECRET'], 'region_name': 'auto'}
@@ -165,17 +171,49 @@ def _check_default_credentials() -> None:
             f'said: {error}') from None
 
 
+# What google-auth's search for application default credentials depends on (besides files).
+_ADC_ENVIRONMENT = ('STORAGE_EMULATOR_HOST', 'GOOGLE_APPLICATION_CREDENTIALS', 'CLOUDSDK_CONFIG',
+                    'GOOGLE_CLOUD_PROJECT', 'NO_GCE_CHECK', 'GCE_METADATA_HOST',
+                    'GCE_METADATA_IP')
+
+
+def _hmac_keys_set() -> bool:
+    return bool(os.environ.get('GCS_KEY') and os.environ.get('GCS_SECRET'))
+
+
 class GCSBackend(Backend):
-    """Dispatches to the HMAC (S3 API) or the google-cloud-storage path, decided per process."""
+    """Dispatches to the HMAC (S3 API) or the google-cloud-storage path.
+
+    Chosen from the environment at every operation, as the reference does: HMAC keys set or
+    removed later in the process take effect at once, and with neither keys nor application
+    default credentials the operation raises ``MissingCredentialsError`` (a ValueError).
+    """
 
     scheme = 'gs'
 
     def __init__(self) -> None:
-        if os.environ.get('GCS_KEY') and os.environ.get('GCS_SECRET'):
-            self.impl: Backend = _GCSHMAC()
-        else:
+        self._hmac: _GCSHMAC | None = None
+        self._google: _GCSClient | None = None
+        self._credentials_found_for: tuple[str | None, ...] | None = None
+        self.check_credentials()  # none at all: fail when the backend is made
+
+    def check_credentials(self) -> None:
+        self.impl  # noqa: B018 - choosing the path checks its credentials
+
+    @property
+    def impl(self) -> Backend:
+        """The path the current environment chooses."""
+        if _hmac_keys_set():
+            if self._hmac is None:
+                self._hmac = _GCSHMAC()
+            return self._hmac
+        environment = tuple(os.environ.get(name) for name in _ADC_ENVIRONMENT)
+        if self._credentials_found_for != environment:  # google-auth's search is slow
             _check_default_credentials()
-            self.impl = _GCSClient()
+            self._credentials_found_for = environment
+        if self._google is None:
+            self._google = _GCSClient()
+        return self._google
 
     def stat(self, url: str, *, timeout: float) -> ObjectInfo:
         return self.impl.stat(url, timeout=timeout)
@@ -191,5 +229,5 @@ class GCSBackend(Backend):
         return self.impl.list(url)
 
     def __repr__(self) -> str:
-        mode = 'hmac' if isinstance(self.impl, _GCSHMAC) else 'google-cloud-storage'
+        mode = 'hmac' if _hmac_keys_set() else 'google-cloud-storage'
         return f'GCSBackend(mode={mode!r})'

@@ -25,7 +25,7 @@ import os
 import threading
 from typing import Any, Iterator
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from streaming.storage import s3_light
 from streaming.storage.backend import Backend
@@ -158,6 +158,8 @@ class S3Backend(Backend):
 
     # ---- errors -----------------------------------------------------------------------------
     def _translate(self, url: str, error: Exception) -> Exception:
+        if isinstance(error, BotoCoreError):  # no answer: connection, endpoint, credentials...
+            return TransientError(f'{redact(url)}: {type(error).__name__}: {redact(error)}')
         if not isinstance(error, ClientError):
             return error
         return self._translate_response(url, error.response, error.operation_name)

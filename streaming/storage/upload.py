@@ -82,6 +82,9 @@ class Uploader:
             shutil.rmtree(local)
         os.makedirs(local, exist_ok=True)
         self.backend = get_backend(remote) if remote is not None else None
+        check_credentials = getattr(self.backend, 'check_credentials', None)
+        if check_credentials is not None:
+            check_credentials()
         self._progress: Any = None
         self._lock = threading.Lock()
         if progress_bar and self.backend is not None:

@@ -4,6 +4,7 @@ generation, shuffles, the dataset under its old paths."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import uuid
 from typing import Any
 
@@ -130,8 +131,29 @@ def test_get_shm_prefix_detects_reused_local(tmp_path: Any) -> None:
         other, shm2 = get_shm_prefix([str(tmp_path / 'other')], [None], World(1, 1, 1, 0))
         assert other != prefix
         shm2.cleanup()
+        # Another rank of the node (not its local leader) finds the leader's prefix.
+        follower, attached = get_shm_prefix([local], ['s3://bucket/x'], World(1, 2, 1, 1))
+        assert follower == prefix and bytes(attached.buf) == bytes(shm.buf)
+        attached.cleanup()
+        with pytest.raises(RuntimeError, match='local leader'):
+            get_shm_prefix([str(tmp_path / 'unregistered')], [None], World(1, 2, 1, 1), retry=2)
     finally:
         shm.cleanup()
+    assert os.path.exists(f'/dev/shm/{prefix:06}_locals') is False  # the leader's block went
+    with pytest.raises(ValueError, match='Reused local directory'):  # as the reference
+        get_shm_prefix([local, str(tmp_path / 'x' / '..' / 'cache')], [None, None],
+                       World(1, 1, 1, 0))
+
+
+def test_registry_block_layout() -> None:
+    """The reference's layout: a size that counts its own 4 bytes, then NUL-separated text."""
+    from streaming.base.shared.prefix import pack_locals, unpack_locals
+    block = pack_locals(['/a', '/bé'], 12)
+    text = '/a\0/bé\0' + '12'
+    assert block == (4 + len(text.encode())).to_bytes(4, 'little') + text.encode()
+    assert unpack_locals(block + bytes(100)) == (['/a', '/bé'], 12)  # blocks are page-sized
+    assert unpack_locals(pack_locals([], 0)) == ([''], 0)  # as the reference packs no dirs
+    assert unpack_locals(bytes(8)) == ([], None)  # a torn block names nothing
 
 
 def test_generate_work_is_the_datasets_order(tmp_path: Any) -> None:

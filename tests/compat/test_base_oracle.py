@@ -119,7 +119,9 @@ def test_text_encodings(ref: dict[str, Any]) -> None:
     from streaming.base.format.xsv.encodings import is_xsv_encoding, xsv_decode, xsv_encode
     assert [xsv_encode('float', 1.5), xsv_decode('int', '12'), is_xsv_encoding('foo'),
             is_json_encoding('str')] == ref['xsv']
-    assert is_json_encoded('int', 3) and not is_json_encoded('float', 3)
+    assert is_json_encoded('int', 3)
+    with pytest.raises(AttributeError):  # A wrong type is refused, as by the reference.
+        is_json_encoded('float', 3)
     with pytest.raises(KeyError):  # Unknown encodings are a KeyError in both.
         xsv_encode('foo', 1)
 

@@ -17,7 +17,9 @@ library and iterates the rest. For every case and direction the test checks that
 
 All processes of one (library, phase, rank count) run every case of that group in turn, so the
 whole matrix costs 12 launches. They are fresh interpreters, not children of a zygote: their
-DataLoader workers fork again, and a forked zygote child that forked workers once hung.
+DataLoader workers fork again, and a forked zygote child that forked workers once hung. Every
+launch runs in the test process's private ``/dev/shm`` (``tests/oracle/private_shm.py``): the
+reference's ranks once crashed on a registry block another job on the machine had left there.
 The matrix is written to docs/migrating.md.
 """
 
@@ -34,6 +36,7 @@ from typing import Any
 import pytest
 
 from tests.compat.helpers import ROOT
+from tests.oracle.private_shm import in_private_shm
 from tests.oracle.runner import reference_env, reference_lock, reference_python
 
 DRIVER = os.path.join(ROOT, 'tests', 'oracle', 'resume_driver.py')
@@ -121,7 +124,8 @@ def _launch(library: str, phase: str, ranks: int, cases: list[dict], work: str) 
     procs = []
     for rank in range(ranks):
         log = open(f'{out}.{rank}.log', 'w')  # noqa: SIM115 - closed below
-        procs.append((subprocess.Popen([python, DRIVER, library, spec, out], cwd=work,
+        procs.append((subprocess.Popen(in_private_shm([python, DRIVER, library, spec, out], work),
+                                       cwd=work,
                                        env={**env, 'RANK': str(rank), 'LOCAL_RANK': str(rank)},
                                        stdout=log, stderr=subprocess.STDOUT), log))
     for proc, log in procs:

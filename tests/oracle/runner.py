@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.oracle.private_shm import in_private_shm
 from tests.oracle.zygote import zygote
 
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'ref_driver.py')
@@ -38,7 +39,10 @@ def reference_lock() -> Iterator[None]:
     The reference names its shared memory by a small per-machine counter, so two of its
     processes building datasets at once (pytest-xdist workers) can collide on a name such as
     ``/000200_locals`` and fail: a known defect of the reference that this library fixes. The
-    oracle tests take this lock around every reference run so that they never see it.
+    oracle tests take this lock around every reference run so that they never see it. (Each
+    test process's reference processes also have a private ``/dev/shm`` where one can be made,
+    ``tests/oracle/private_shm.py``; the lock still serves machines without one, and the file
+    locks in the temp dir that the reference also names by prefix.)
     """
     path = os.path.join(tempfile.gettempdir(), 'shardflow-reference-oracle.lock')
     with open(path, 'a') as handle:
@@ -62,8 +66,10 @@ def reference_env() -> dict[str, str]:
 
 def reference_zygote():  # -> tests.oracle.zygote.Zygote
     """This test process's reference zygote: torch and the reference imported once, one forked
-    child per command (see ``tests/oracle/zygote.py``)."""
-    return zygote(reference_python(), ['ref_driver', 'torch.distributed'], reference_env())
+    child per command (see ``tests/oracle/zygote.py``), all in this process's private
+    ``/dev/shm`` (``tests/oracle/private_shm.py``)."""
+    return zygote(reference_python(), ['ref_driver', 'torch.distributed'], reference_env(),
+                  wrap=in_private_shm)
 
 
 def reference_run(argv: list[str], *, input: str | None = None, cwd: str = '/',

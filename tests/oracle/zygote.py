@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from typing import Callable
 
 
 def _child(request: dict, base_path: list[str]) -> None:
@@ -116,8 +117,10 @@ def serve(modules: list[str]) -> None:
 class Zygote:
     """Client of one zygote server (see the module docstring); not thread-safe."""
 
-    def __init__(self, python: str, modules: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen([python, os.path.abspath(__file__), *modules],
+    def __init__(self, python: str, modules: list[str], env: dict[str, str],
+                 wrap: Callable[[list[str]], list[str]] | None = None) -> None:
+        command = [python, os.path.abspath(__file__), *modules]
+        self.proc = subprocess.Popen(wrap(command) if wrap else command,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                      text=True, bufsize=1)
         ready = self.proc.stdout.readline()
@@ -183,17 +186,19 @@ class Zygote:
 _ZYGOTES: dict[tuple, Zygote] = {}
 
 
-def zygote(python: str, modules: list[str], env: dict[str, str]) -> Zygote:
+def zygote(python: str, modules: list[str], env: dict[str, str],
+           wrap: Callable[[list[str]], list[str]] | None = None) -> Zygote:
     """This process's zygote of ``python`` with ``modules`` imported (started on first use,
     again if it died; stopped at exit). ``env`` is the server's own environment, taken at its
-    start (each command passes its own)."""
+    start (each command passes its own); ``wrap`` turns the server's command line into the one
+    to run (e.g. inside a private ``/dev/shm``: its children all inherit it)."""
     import atexit
-    key = (python, tuple(modules))
+    key = (python, tuple(modules), wrap)
     found = _ZYGOTES.get(key)
     if found is None or not found.alive():
         if not _ZYGOTES:
             atexit.register(lambda: [z.close() for z in _ZYGOTES.values()])
-        found = _ZYGOTES[key] = Zygote(python, modules, env)
+        found = _ZYGOTES[key] = Zygote(python, modules, env, wrap)
     return found
 
 

@@ -1,13 +1,16 @@
 """The text formats' column encoding classes.
 
 As the reference's ``json.encodings`` and ``xsv.encodings`` modules expose them, built on
-``streaming.format.text_columns``.
+``streaming.format.text_columns``. Their methods are class methods (``Str.encode('abc')`` works
+on the class), and a value of the wrong type is refused by ``is_encoded`` and ``encode`` alike
+with ``ColumnTypeError``, also the ``AttributeError`` the reference raises there.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from streaming.errors import ColumnTypeError
 from streaming.format.text_columns import TEXT_ENCODINGS, is_text_encoding
 
 __all__ = ['Encoding', 'Float', 'Int', 'Str', 'text_coders']
@@ -19,20 +22,29 @@ class Encoding:
     name = ''
 
     @classmethod
-    def _kinds(cls) -> tuple[type, ...]:
-        return TEXT_ENCODINGS[cls.name][0]
+    def _check(cls, obj: Any) -> None:
+        kinds = TEXT_ENCODINGS[cls.name][0]
+        if not isinstance(obj, kinds):
+            raise ColumnTypeError(f'Encoding {cls.name!r} ({cls.__module__}.{cls.__name__}) '
+                                  f'expects {kinds[0].__name__}, got {type(obj).__name__} '
+                                  f'value {obj!r:.60}.')
 
-    def is_encoded(self, obj: Any) -> bool:
-        """Whether ``obj`` is a value of this type."""
-        return isinstance(obj, self._kinds())
+    @classmethod
+    def is_encoded(cls, obj: Any) -> bool:
+        """True if ``obj`` is a value of this type; else ``ColumnTypeError`` (as the reference)."""
+        cls._check(obj)
+        return True
 
-    def encode(self, obj: Any) -> str:
-        """``obj`` as the text stored in a CSV/TSV/XSV row."""
-        return str(obj)
+    @classmethod
+    def encode(cls, obj: Any) -> str:
+        """``obj`` as the text stored in a CSV/TSV/XSV row (``ColumnTypeError`` if mistyped)."""
+        cls._check(obj)
+        return obj if isinstance(obj, str) else str(obj)
 
-    def decode(self, obj: str) -> Any:
+    @classmethod
+    def decode(cls, obj: str) -> Any:
         """Parse the text of one field."""
-        return TEXT_ENCODINGS[self.name][1](obj)
+        return TEXT_ENCODINGS[cls.name][1](obj)
 
 
 class Str(Encoding):
@@ -53,10 +65,10 @@ class Float(Encoding):
     name = 'float'
 
 
-text_coders: dict[str, Encoding] = {'str': Str(), 'int': Int(), 'float': Float()}
+text_coders: dict[str, type[Encoding]] = {'str': Str, 'int': Int, 'float': Float}
 
 
-def coder(encoding: str) -> Encoding:
+def coder(encoding: str) -> type[Encoding]:
     """The coder of ``encoding``; KeyError (as in the reference) naming the allowed ones."""
     if not is_text_encoding(encoding):
         raise KeyError(f'Unknown text-format encoding {encoding!r}; expected one of '

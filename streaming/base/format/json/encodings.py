@@ -16,5 +16,8 @@ def is_json_encoding(encoding: str) -> bool:
 
 
 def is_json_encoded(encoding: str, value: Any) -> bool:
-    """Whether ``value`` is a value of column type ``encoding``."""
+    """True if ``value`` is a value of column type ``encoding``.
+
+    Else ``ColumnTypeError``, also the reference's ``AttributeError``.
+    """
     return coder(encoding).is_encoded(value)

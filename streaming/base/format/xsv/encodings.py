@@ -16,7 +16,10 @@ def is_xsv_encoding(encoding: str) -> bool:
 
 
 def xsv_encode(encoding: str, value: Any) -> str:
-    """``value`` as the text of one field of column type ``encoding``."""
+    """``value`` as the text of one field of column type ``encoding``.
+
+    ``ColumnTypeError`` (also the reference's ``AttributeError``) if it is not of that type.
+    """
     return coder(encoding).encode(value)
 
 
