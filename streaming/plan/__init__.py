@@ -33,6 +33,9 @@ def plan(dataset: str | list[str] | DatasetShape, run: RunSettings | None = None
     shape = dataset if isinstance(dataset, DatasetShape) else DatasetShape.from_urls(
         [dataset] if isinstance(dataset, str) else list(dataset))
     run = run or RunSettings()
+    if 'in_flight' not in options:  # As the node's scheduler reads it.
+        from streaming.dataset.prefetch import in_flight_setting
+        options['in_flight'] = in_flight_setting()
     link = get_profile(profile) if isinstance(profile, str) else profile
     result = make_plan(shape, run, link, **options)
     if find_min_cache:

@@ -35,20 +35,19 @@ def _thin(points: list[tuple[float, float]], count: int = SERIES_POINTS) -> list
     return [[round(points[i][0], 4), round(points[i][1], 1)] for i in picks]
 
 
-def _throughput(run: NodeRun, scale: float) -> list[list[float]]:
-    """(step, samples/s) over windows of steps."""
-    times = np.asarray(run.step_times)
-    samples = np.cumsum(run.step_samples)
-    if len(times) < 2:
+def _throughput(run: NodeRun, scale: float, begin: float) -> list[list[float]]:
+    """(seconds, samples/s) over equal stretches of time, from the first batch to the end."""
+    times = np.asarray(run.step_times, np.float64)
+    if len(times) < 2 or times[-1] <= times[0]:
         return []
-    windows = min(SERIES_POINTS // 2, len(times) - 1)
-    edges = np.unique(np.linspace(0, len(times) - 1, windows + 1).astype(int))
-    out = []
-    for a, b in zip(edges[:-1], edges[1:]):
-        seconds = times[b] - times[a]
-        rate = (samples[b] - samples[a]) / seconds if seconds > 0 else 0.0
-        out.append([round(float(b) * scale, 1), round(float(rate), 1)])
-    return out
+    samples = np.cumsum(run.step_samples)
+    edges = np.linspace(times[0], times[-1], SERIES_POINTS // 2 + 1)
+    taken = np.searchsorted(times, edges, 'right')  # Steps taken by each edge.
+    taken[0] = 0
+    done = np.concatenate([[0], samples])[taken]
+    width = (edges[1] - edges[0]) * scale
+    return [[round(begin + (float(t) - begin) * scale, 3), round(float(count) / width, 1)]
+            for t, count in zip(edges[1:], np.diff(done))]
 
 
 def _peak_rate(times: list[float], window: float = 1.0) -> float:
@@ -114,7 +113,7 @@ def _node_report(node: int, out: NodeRun, scale: float, node_bytes: int, begin: 
         'peak_cache_bytes': int(out.peak_cache),
         'cache_overflow_bytes': int(out.overfull),
         'series': {
-            'throughput': _throughput(out, scale),
+            'throughput': _throughput(out, scale, begin),
             'bytes': _thin([(scaled(t), b * scale) for t, b in out.bytes_series]),
             'cache': _thin([(scaled(t), b) for t, b in out.cache_series]),
         },

@@ -77,7 +77,7 @@ def to_text(plan: dict[str, Any]) -> str:
 
 
 # ---- HTML --------------------------------------------------------------------------------------
-W, H, PAD = 560, 220, 44
+W, H, PAD = 560, 220, 72
 COLORS = ('#1f77b4', '#d62728', '#2ca02c', '#9467bd')
 
 
@@ -90,7 +90,7 @@ def _ticks(low: float, high: float) -> list[float]:
 def _fmt(value: float, unit: str) -> str:
     if unit == 'bytes':
         return human_bytes(value)
-    return f'{value:.3g}'
+    return f'{value / 1e3:.3g}k' if value >= 1e4 else f'{value:.3g}'
 
 
 def _svg(name: str, title: str, series: list[tuple[str, list[list[float]]]], xlabel: str,
@@ -122,7 +122,7 @@ def _svg(name: str, title: str, series: list[tuple[str, list[list[float]]]], xla
                      f'class="tick">{v:.3g}</text>')
     parts.append(f'<text x="{W / 2}" y="{H - 2}" text-anchor="middle" class="label">'
                  f'{html.escape(xlabel)}</text>')
-    parts.append(f'<text x="10" y="{H / 2}" transform="rotate(-90 10 {H / 2})" '
+    parts.append(f'<text x="12" y="{H / 2}" transform="rotate(-90 12 {H / 2})" '
                  f'text-anchor="middle" class="label">{html.escape(ylabel)}</text>')
     if hline:
         parts.append(f'<line x1="{PAD}" y1="{y(hline):.1f}" x2="{W - 10}" y2="{y(hline):.1f}" '
@@ -231,7 +231,7 @@ def to_html(plan: dict[str, Any]) -> str:
                    '</table>')
     plots = [
         _svg('throughput', 'Throughput', [(f'node {n["node"]}', n['series']['throughput'])
-                                          for n in nodes], 'step', 'samples/s'),
+                                          for n in nodes], 'seconds', 'samples/s'),
         _svg('bytes', 'Bytes fetched', [(f'node {n["node"]}', n['series']['bytes'])
                                         for n in nodes], 'seconds', 'bytes', 'bytes'),
         _svg('cache', 'Cache occupancy', [(f'node {n["node"]}', n['series']['cache'])

@@ -4,7 +4,8 @@ What is the library's own, imported rather than rewritten: the epoch order and e
 first and last use (``streaming.order``), how many downloads are in flight (``Concurrency`` of
 ``dataset/prefetch.py``, fed by a simulated meter), how far ahead it fetches (``share_of``,
 ``AUTO_AHEAD_BYTES``, an explicit ``predownload``), the ranged parts of the epoch's tail
-(``_tail_parts``), and the cache's states (``REMOTE``/``PREPARING``/``LOCAL``). What is modelled:
+(``_tail_parts``) and how the download layer splits a file (``storage.download._split``),
+and the cache's states (``REMOTE``/``PREPARING``/``LOCAL``). What is modelled:
 
 * the link: a GET waits ``ttfb``, then every connection receiving shares the node's
   ``link_rate``, none above ``conn_rate`` (processor sharing, as the link emulator shapes it);
@@ -34,12 +35,24 @@ from streaming.order.first_use import iter_first_uses, last_uses
 from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import NodeSteps
 from streaming.plan.profiles import LinkProfile
+from streaming.storage.download import DownloadConfig, _split, in_parts
 
 __all__ = ['NodeRun', 'NodeSimulation']
 
 TICK = 0.05  # The schedule's longest wait between two looks (``_Schedule.run``).
 AHEAD_MARK = 1e15  # Access marks of shards fetched ahead: above any read's.
 EPOCH_MARK = 1e10  # A later plan's marks are above an earlier one's.
+
+
+def gets_per_file(size: int, parts: int) -> int:
+    """GETs a ``size``-byte file takes when asked for in ``parts``.
+
+    The download layer's own split (``storage.download._split``); big files are split whatever
+    is asked.
+    """
+    with in_parts(parts):
+        config = _split(DownloadConfig(), size)
+    return 1 if size <= config.threshold else -(-size // config.part_size)
 
 
 class SimMeter:
@@ -158,7 +171,7 @@ class NodeSimulation:
         self.states[shard] = PREPARING
         self._set_usage(self.held[shard])
         files = int(self.shape.files_per_shard[shard])
-        count = parts * files
+        count = files * gets_per_file(int(self.fetch[shard]) // files, parts)
         self.parts_left[shard] = count
         self._parts[shard] = count
         for _ in range(count):
@@ -368,7 +381,7 @@ class NodeSimulation:
                 return moved
             wanted = self.model_free_at
             at = max(self.ready_at[step], wanted)
-            if at > self.t:
+            if at > self.t + 1e-9:
                 heapq.heappush(self.timers, at)
                 return moved
             if self.ready_at[step] > wanted + 1e-9:
@@ -417,7 +430,7 @@ class NodeSimulation:
             self._settle()
             if self.next_consume >= count:
                 break
-            while self.timers and self.timers[0] <= self.t + 1e-12:
+            while self.timers and self.timers[0] <= self.t + 1e-9:
                 heapq.heappop(self.timers)
             candidates = [self._next_transfer_event()]
             if self.timers:
