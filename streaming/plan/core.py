@@ -76,14 +76,19 @@ def working_set(steps: Any, held: np.ndarray) -> int:
     return int(np.cumsum(live).max()) if count else 0
 
 
-def _node_report(node: int, out: NodeRun, scale: float, node_bytes: int, begin: float
-                 ) -> dict[str, Any]:
+def _node_report(node: int, out: NodeRun, scale: float, node_bytes: int, begin: float,
+                 run_epochs: int) -> dict[str, Any]:
     """One node's figures; a sampled run's times after ``begin`` (its first request) scale."""
     first = float(out.first_batch_s)
+    if out.cut:  # Simulated in part: the rest of the run goes as the part did.
+        scale *= out.steps_planned / max(1, len(out.step_times))
 
     def scaled(t: float) -> float:
         return begin + (t - begin) * scale if t > begin else t
     ends = [scaled(end) for end in out.epoch_end_s]
+    if out.cut:
+        per_epoch = (ends[-1] - begin) / run_epochs
+        ends = [begin + per_epoch * (i + 1) for i in range(run_epochs)]
     epochs = [ends[0]] + [b - a for a, b in zip(ends[:-1], ends[1:])]
     samples = float(sum(out.step_samples)) * scale
     stalls = [seconds for _, seconds in out.stalls if seconds > 1e-3]
@@ -169,7 +174,11 @@ def make_plan(shape: DatasetShape, run: RunSettings, profile: LinkProfile, *,
         out.gets += streams
         node_bytes = int(planned.fetch_bytes[np.unique(np.concatenate(
             [steps.sample_shards[steps.sample_shards >= 0] for steps in per_node[node]]))].sum())
-        node_reports.append(_node_report(node, out, scale, node_bytes, index_fetch))
+        if out.cut:
+            notes.append(f'node {node}: cut after {out.downloads} downloads '
+                         f'({len(out.step_times)} of {out.steps_planned} steps); the rest is '
+                         f'extrapolated from them')
+        node_reports.append(_node_report(node, out, scale, node_bytes, index_fetch, run.epochs))
     ws = working_set(per_node[simulated[0]][0], planned.held_bytes.astype(np.float64))
     mean = {key: float(np.mean([r[key] for r in node_reports]))
             for key in ('fetched_bytes', 'gets')}

@@ -142,6 +142,10 @@ class RunSettings:
     ``steps_per_s`` (or ``samples_per_s``, per node) is the model's speed; None: the model
     waits for nothing but data. ``cache_limit`` is per node (bytes or a string like ``10gb``).
     ``predownload`` None: the scheduler's default lookahead (bounded by bytes).
+    ``startup_s``: seconds from building the dataset to its DataLoader workers reading (its
+    fixed start-up cost); ``decode_s_per_sample``: a worker's seconds per sample read once its
+    shard is local (both this machine's: measure them with a local epoch, as
+    ``benchmarks/plan_calibration.py`` does).
     """
 
     nodes: int = 1

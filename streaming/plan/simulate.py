@@ -40,6 +40,9 @@ from streaming.storage.download import DownloadConfig, _split, in_parts
 __all__ = ['NodeRun', 'NodeSimulation']
 
 TICK = 0.05  # The schedule's longest wait between two looks (``_Schedule.run``).
+# Downloads simulated per node at most: a run that refetches without end is cut there and
+# extrapolated (the output says so) rather than simulated for minutes.
+MAX_DOWNLOADS = 40_000
 AHEAD_MARK = 1e15  # Access marks of shards fetched ahead: above any read's.
 EPOCH_MARK = 1e10  # A later plan's marks are above an earlier one's.
 
@@ -85,6 +88,7 @@ class Reader:
     waiting_on: int = -1
     position: int = 0  # Rank time (``first_use.sample_time``) + 1; 0: not started.
     done: bool = False
+    free_at: float = 0.0  # Busy decoding its last batch until then.
 
 
 @dataclass
@@ -109,14 +113,17 @@ class NodeRun:
     get_times: list[float] = field(default_factory=list)
     in_flight_area: float = 0.0
     max_in_flight: int = 0
+    steps_planned: int = 0  # Steps of every epoch; more than simulated if the run was cut.
+    cut: bool = False
 
 
 class NodeSimulation:
     """Simulate one node over its epochs (``steps[e]`` for epoch ``e``)."""
 
     def __init__(self, shape: DatasetShape, run: RunSettings, profile: LinkProfile,
-                 in_flight: int | None = None) -> None:
+                 in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS) -> None:
         self.shape, self.run, self.profile = shape, run, profile
+        self.max_downloads = max_downloads
         self.held = shape.held_bytes.astype(np.float64)
         self.fetch = shape.fetch_bytes.astype(np.float64)
         self.starts = np.concatenate([[0], np.cumsum(shape.samples)]).astype(np.int64)
@@ -345,6 +352,9 @@ class NodeSimulation:
                     break
                 if not self._dispatched(step) or self.t < self.workers_at:
                     break
+                if self.t < reader.free_at - 1e-9:
+                    heapq.heappush(self.timers, reader.free_at)
+                    break
                 reader.step, reader.next_step = step, step + self.run.loader_workers
                 reader.pending = deque(self.steps.reads[step][reader.rank])
                 reader.position = step * batch + 1
@@ -367,6 +377,9 @@ class NodeSimulation:
             reader.position = (reader.step + 1) * batch
             self.ready_count[reader.step] += 1
             self.ready_at[reader.step] = max(self.ready_at[reader.step], self.t + decode)
+            reader.free_at = self.t + decode
+            if decode:
+                heapq.heappush(self.timers, reader.free_at)
             reader.step = -1
             moved = True
         return moved
@@ -424,6 +437,9 @@ class NodeSimulation:
         self.held_back = False
         next_tick = self.plan_at
         while self.next_consume < count:
+            if self.out.downloads > self.max_downloads and self.next_consume:
+                self.out.cut = True
+                break
             if self.t >= self.plan_at and self.t >= next_tick - 1e-12:
                 self._schedule()
                 next_tick = self.t + TICK
@@ -461,10 +477,13 @@ def simulate_node(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
                   ) -> NodeRun:
     """Simulate one node through ``epochs`` (its steps per epoch); see the module doc."""
     sim = NodeSimulation(shape, run, profile, in_flight)
+    sim.out.steps_planned = sum(steps.steps for steps in epochs)
     start = 0.0
     for epoch, steps in enumerate(epochs):
         sim.run_epoch(steps, epoch, start, first_request)
         start = sim.t
+        if sim.out.cut:
+            break
     return sim.result()
 
 
