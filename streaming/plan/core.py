@@ -24,7 +24,7 @@ from streaming.plan.simulate import NodeRun, simulate_node
 __all__ = ['make_plan']
 
 SERIES_POINTS = 240
-MIN_SHARDS_PER_NODE = 48
+MIN_SHARDS_PER_NODE = 24
 
 
 def _thin(points: list[tuple[float, float]], count: int = SERIES_POINTS) -> list[list[float]]:

@@ -90,7 +90,9 @@ def _ticks(low: float, high: float) -> list[float]:
 def _fmt(value: float, unit: str) -> str:
     if unit == 'bytes':
         return human_bytes(value)
-    return f'{value / 1e3:.3g}k' if value >= 1e4 else f'{value:.3g}'
+    if value >= 1e4:
+        return f'{value / 1e3:.3g}k'
+    return f'{value:.0f}' if value >= 100 else f'{value:.3g}'
 
 
 def _svg(name: str, title: str, series: list[tuple[str, list[list[float]]]], xlabel: str,
@@ -104,7 +106,7 @@ def _svg(name: str, title: str, series: list[tuple[str, list[list[float]]]], xla
     ymax *= 1.05
 
     def x(v: float) -> float:
-        return PAD + (W - PAD - 10) * v / xmax
+        return PAD + (W - PAD - 24) * v / xmax
 
     def y(v: float) -> float:
         return H - 30 - (H - 50) * v / ymax
@@ -119,7 +121,7 @@ def _svg(name: str, title: str, series: list[tuple[str, list[list[float]]]], xla
                      f'class="tick">{_fmt(v, unit)}</text>')
     for v in _ticks(0, xmax):
         parts.append(f'<text x="{x(v):.1f}" y="{H - 16}" text-anchor="middle" '
-                     f'class="tick">{v:.3g}</text>')
+                     f'class="tick">{_fmt(v, "")}</text>')
     parts.append(f'<text x="{W / 2}" y="{H - 2}" text-anchor="middle" class="label">'
                  f'{html.escape(xlabel)}</text>')
     parts.append(f'<text x="12" y="{H / 2}" transform="rotate(-90 12 {H / 2})" '
@@ -155,7 +157,7 @@ _SCRIPT = """
         var pts = JSON.parse(line.getAttribute('data-points'));
         var xmax = parseFloat(line.getAttribute('data-xmax'));
         var fx = (event.clientX - box.left) / box.width * @W@;
-        var want = (fx - @PAD@) / (@W@ - @PAD@ - 10) * xmax;
+        var want = (fx - @PAD@) / (@W@ - @PAD@ - 24) * xmax;
         var best = pts[0];
         pts.forEach(function (p) {
           if (Math.abs(p[0] - want) < Math.abs(best[0] - want)) best = p;

@@ -128,7 +128,9 @@ class NodeSimulation:
         self.fetch = shape.fetch_bytes.astype(np.float64)
         self.starts = np.concatenate([[0], np.cumsum(shape.samples)]).astype(np.int64)
         num = shape.num_shards
-        self.states = np.full(num, REMOTE, np.int8)
+        # One buffer, two views: numpy for the cache's scans, bytes for the readers' lookups.
+        self.state_bytes = bytearray([REMOTE]) * num
+        self.states = np.frombuffer(self.state_bytes, np.int8)
         self.access = np.zeros(num)
         self.ever = np.zeros(num, bool)
         self.limit = run.cache_limit
@@ -361,7 +363,7 @@ class NodeSimulation:
                 moved = True
             while reader.pending:
                 shard = reader.pending[0]
-                state = self.states[shard]
+                state = self.state_bytes[shard]
                 if state == LOCAL:
                     if self.limit is not None:
                         self.access[shard] = self.t
