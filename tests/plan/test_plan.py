@@ -186,3 +186,26 @@ def test_bad_input_is_one_clear_line(args, words) -> None:
     proc = run_cli('plan', *args)
     assert proc.returncode == 1, proc.stdout
     assert words in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def _ids(samples: list[dict]) -> list[int]:
+    return [int(sample['id']) for sample in samples]
+
+
+def test_the_planned_steps_are_what_a_real_loader_reads(tmp_path) -> None:
+    """Two real DataLoader workers read, batch after batch, the shards the plan's steps list."""
+    from streaming import StreamingDataLoader, StreamingDataset
+    from streaming.plan.orders import block_size_in_effect, epoch_orders, node_steps
+    path = write_dataset(str(tmp_path / 'ds'), n=400)
+    shape = DatasetShape.from_urls([path])
+    run = RunSettings(workers=2, batch_size=8)
+    dataset = StreamingDataset(local=path, batch_size=8, shuffle=True)
+    loader = StreamingDataLoader(dataset, batch_size=8, num_workers=2, collate_fn=_ids)
+    read = list(loader)
+    starts = np.concatenate([[0], np.cumsum(shape.samples)])
+    steps = node_steps(epoch_orders(shape, run, 0, block_size_in_effect(shape, run))[0], starts)
+    assert steps.steps == len(read)
+    for step, ids in enumerate(read):
+        shards = np.searchsorted(starts, ids, 'right') - 1
+        assert steps.sample_shards[step][steps.sample_shards[step] >= 0].tolist() == \
+            shards.tolist()
