@@ -104,7 +104,7 @@ def predict(index_dir: str, config: Config, machine: dict[str, float], shares: d
                              request_limit=config.request_limit)
     limit = None if config.cache_fraction is None else int(total * config.cache_fraction)
     run = RunSettings(nodes=config.nodes, workers=2, batch_size=32, cache_limit=limit,
-                      startup_s=machine['startup_s'],
+                      build_s=machine['build_s'], startup_s=machine['startup_s'],
                       decode_s_per_sample=machine['decode_s_per_sample'])
     result = plan(shape, run, profile, quality=False)
     node = result['nodes'][0]
@@ -124,6 +124,16 @@ def measured(runs: list[dict[str, Any]], total: int) -> dict[str, Any]:
     return out
 
 
+def build_seconds(metrics: dict[str, Any], stats: dict[str, Any]) -> float:
+    """Seconds from the start to the first shard's GET, less the index's GET (the dataset's
+    build, after which the node's schedule starts), from the link's records of one run."""
+    records = sorted(stats.get('records') or [], key=lambda r: r[0])
+    if len(records) < 2:
+        return 0.0
+    index_end, first_shard = records[0][2], records[1][0]
+    return max(0.0, metrics['first_request_s'] + first_shard - index_end)
+
+
 def machine_costs(runs: list[dict[str, Any]], samples: int, workers: int) -> dict[str, float]:
     """This machine's start-up and reading cost, from epochs over the uncapped link.
 
@@ -134,8 +144,9 @@ def machine_costs(runs: list[dict[str, Any]], samples: int, workers: int) -> dic
     if not ok:
         raise RuntimeError(f'the uncapped epochs failed: {runs[0]}')
     first = statistics.median(m['first_batch_s'] for m in ok)
+    build = statistics.median(m['build_s'] for m in ok)
     rest = statistics.median(m['epoch_s'] - m['first_batch_s'] for m in ok)
-    return {'startup_s': first, 'decode_s_per_sample': rest * workers / samples,
+    return {'build_s': build, 'startup_s': first, 'decode_s_per_sample': rest * workers / samples,
             'uncapped_epoch_s': statistics.median(m['epoch_s'] for m in ok)}
 
 
@@ -231,8 +242,14 @@ def main(argv: list[str] | None = None) -> None:
         key = os.path.basename(dirs[OURS])
         total = link.upload_dir(dirs[OURS], f'{OURS}/{key}')
         params = {**base, 'prefix': f'{OURS}/{key}', 'cache_limit': None}
-        startup_runs = [one_run(OURS, python[OURS], link, PROFILES['uncapped'].link_rate, total,
-                                params, scratch, args.timeout) for _ in range(args.repeats)]
+        startup_runs = []
+        for _ in range(args.repeats):
+            result = one_run(OURS, python[OURS], link, PROFILES['uncapped'].link_rate, total,
+                             params, scratch, args.timeout)
+            if result['status'] == 'ok':
+                result['metrics']['build_s'] = build_seconds(result['metrics'],
+                                                             link.stats(records=True))
+            startup_runs.append(result)
         machine = machine_costs(startup_runs, samples, base['num_workers'])
         startup = machine['startup_s']
         _log(f'this machine: {machine}')
@@ -263,7 +280,8 @@ def main(argv: list[str] | None = None) -> None:
     header = (f'`flock /work/bench.lock .venv/bin/python -m benchmarks.plan_calibration '
               f'--repeats {args.repeats} --docs` ({link.mode} link; run of '
               f'{time.strftime("%Y-%m-%d %H:%M")}, load average after: '
-              f'{", ".join(f"{x:.1f}" for x in load)}; measured start-up {startup:.2f} s, '
+              f'{", ".join(f"{x:.1f}" for x in load)}; measured build {machine["build_s"]:.2f} s, '
+              f'start-up {startup:.2f} s, '
               f'reading {machine["decode_s_per_sample"] * 1e3:.2f} ms per sample per worker; '
               f'medians of {args.repeats}). `streaming {" ".join(BIG_PLAN[:-1])}` (1 B samples) '
               f'answered in {big["seconds"]:.1f} s (load {big["load"][0]:.1f}).')

@@ -142,10 +142,11 @@ class RunSettings:
     ``steps_per_s`` (or ``samples_per_s``, per node) is the model's speed; None: the model
     waits for nothing but data. ``cache_limit`` is per node (bytes or a string like ``10gb``).
     ``predownload`` None: the scheduler's default lookahead (bounded by bytes).
-    ``startup_s``: seconds from building the dataset to its DataLoader workers reading (its
-    fixed start-up cost); ``decode_s_per_sample``: a worker's seconds per sample read once its
-    shard is local (both this machine's: measure them with a local epoch, as
-    ``benchmarks/plan_calibration.py`` does).
+    ``build_s``: seconds from the start to the dataset built, when the node's downloads begin
+    (besides fetching the index); ``startup_s``: seconds from the start to its DataLoader
+    workers reading (building the dataset, starting the workers); ``decode_s_per_sample``: a
+    worker's seconds per sample once its shard is local. All three are this machine's: measure
+    them with an epoch over a fast link, as ``benchmarks/plan_calibration.py`` does.
     """
 
     nodes: int = 1
@@ -164,6 +165,7 @@ class RunSettings:
     steps_per_s: float | None = None
     samples_per_s: float | None = None
     prefetch_factor: int = 2
+    build_s: float = 0.1
     startup_s: float = 0.35
     decode_s_per_sample: float = 0.0
 
@@ -181,6 +183,10 @@ class RunSettings:
             raise ValueError(f'run: `cache_limit` must be positive, got {self.cache_limit!r}')
         if self.predownload is not None and self.predownload < 0:
             raise ValueError(f'run: `predownload` must be non-negative, got {self.predownload!r}')
+        for name in ('build_s', 'startup_s', 'decode_s_per_sample'):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f'run: `{name}` must be non-negative seconds, got '
+                                 f'{getattr(self, name)!r}')
         for name in ('steps_per_s', 'samples_per_s'):
             value = getattr(self, name)
             if value is not None and not value > 0:

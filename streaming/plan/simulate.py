@@ -424,7 +424,8 @@ class NodeSimulation:
         self.steps = steps
         self.t = max(self.t, start)
         self._begin_plan(steps, epoch)
-        self.plan_at = start + first_request
+        # The first epoch's schedule starts once the dataset is built (its index fetched).
+        self.plan_at = start + (first_request + self.run.build_s if epoch == 0 else 0.0)
         self.workers_at = start + self.run.startup_s
         ranks, workers = self.run.ranks_per_node, self.run.loader_workers
         self.readers = [Reader(rank, worker, worker) for rank in range(ranks)
