@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument('--sample-bytes', default='1kb', help='bytes per sample (default 1kb)')
     run = parser.add_argument_group('run')
     run.add_argument('--nodes', type=int, default=1)
-    run.add_argument('--ranks-per-node', type=int, default=1)
+    run.add_argument('--ranks-per-node', type=int, help='devices per node (default 1; with '
+                     '--yaml: its compute.gpus / --nodes)')
     run.add_argument('--workers', type=int, default=2, help='DataLoader workers per rank')
     run.add_argument('--batch-size', type=int, default=32, help='per-device batch size')
     run.add_argument('--epochs', type=int, default=1)
@@ -55,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     link.add_argument('--request-limit', type=float, help='the store\'s GETs/s for the run')
     link.add_argument('--price-per-gb', type=float, help='egress price per GiB')
     link.add_argument('--price-per-1k-gets', type=float)
+    parser.add_argument('--yaml', metavar='FILE', help='the run (and dataset, unless urls are '
+                        'given) from a reference simulator YAML; --nodes and --ranks-per-node '
+                        'as its sim_cli takes them')
     out = parser.add_argument_group('output')
     out.add_argument('--html', metavar='FILE', help='write a self-contained HTML report')
     out.add_argument('--find-min-cache', action='store_true', help='also search the smallest '
@@ -81,6 +85,11 @@ def build(args: argparse.Namespace) -> tuple:
     from streaming.util import bytes_to_int
     if args.synthetic_samples and args.urls:
         raise ValueError('give dataset urls or --synthetic-samples, not both')
+    sim = None
+    if args.yaml:
+        from streaming.plan.simyaml import read_simulator_yaml
+        sim = read_simulator_yaml(args.yaml)
+        args.urls = args.urls or sim.urls
     if args.synthetic_samples:
         shape = DatasetShape.synthetic(_count('synthetic-samples', args.synthetic_samples),
                                        _count('shard-samples', args.shard_samples),
@@ -89,13 +98,17 @@ def build(args: argparse.Namespace) -> tuple:
         shape = DatasetShape.from_urls(args.urls)
     else:
         raise ValueError('give a dataset url (or several) or --synthetic-samples')
-    run = RunSettings(nodes=args.nodes, ranks_per_node=args.ranks_per_node,
-                      workers=args.workers, batch_size=args.batch_size, epochs=args.epochs,
-                      shuffle=args.shuffle, shuffle_algo=args.shuffle_algo,
-                      shuffle_block_size=args.shuffle_block_size,
-                      num_canonical_nodes=args.num_canonical_nodes, seed=args.seed,
-                      cache_limit=args.cache_limit, predownload=args.predownload,
-                      proportions=args.proportions, steps_per_s=args.steps_per_s,
+    if sim is not None:
+        settings = sim.settings(args.nodes, args.ranks_per_node, shape.total_samples)
+    else:
+        settings = dict(nodes=args.nodes, ranks_per_node=args.ranks_per_node or 1,
+                        workers=args.workers, batch_size=args.batch_size, epochs=args.epochs,
+                        shuffle=args.shuffle, shuffle_algo=args.shuffle_algo,
+                        shuffle_block_size=args.shuffle_block_size,
+                        num_canonical_nodes=args.num_canonical_nodes, seed=args.seed,
+                        cache_limit=args.cache_limit, predownload=args.predownload,
+                        proportions=args.proportions)
+    run = RunSettings(**settings, steps_per_s=args.steps_per_s,
                       samples_per_s=args.samples_per_s)
     mb = 1e6
     profile = get_profile(args.profile).replace(

@@ -25,7 +25,6 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -489,8 +488,3 @@ def simulate_node(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
             break
     return sim.result()
 
-
-def summary_of(values: list[float]) -> dict[str, Any]:
-    if not values:
-        return {'count': 0, 'total': 0.0, 'max': 0.0}
-    return {'count': len(values), 'total': float(sum(values)), 'max': float(max(values))}

@@ -209,3 +209,38 @@ def test_the_planned_steps_are_what_a_real_loader_reads(tmp_path) -> None:
         shards = np.searchsorted(starts, ids, 'right') - 1
         assert steps.sample_shards[step][steps.sample_shards[step] >= 0].tolist() == \
             shards.tolist()
+
+
+def test_a_reference_simulator_yaml_sets_the_run(tmp_path) -> None:
+    """A training YAML as the reference simulator reads it: streams, batch, duration, loader."""
+    first = write_dataset(str(tmp_path / 'a'), n=200)
+    second = write_dataset(str(tmp_path / 'b'), n=100)
+    config = tmp_path / 'run.yaml'
+    config.write_text(f"""
+compute:
+  gpus: 4
+parameters:
+  global_train_batch_size: 32
+  max_duration: 2ep
+  train_loader:
+    num_workers: 3
+    dataset:
+      streams:
+        one: {{remote: {first}, proportion: 0.75}}
+        two: {{local: {second}, proportion: 0.25}}
+      shuffle: true
+      shuffle_algo: py1s
+      cache_limit: 1mb
+      predownload: 64
+""")
+    out = run_json('plan', '--yaml', str(config), '--nodes', '2')
+    run = out['run']
+    assert (run['nodes'], run['ranks_per_node'], run['batch_size'], run['workers'],
+            run['epochs']) == (2, 2, 8, 3, 2)
+    assert run['proportions'] == [0.75, 0.25] and run['shuffle_algo'] == 'py1s'
+    assert run['cache_limit'] == 1 << 20 and run['predownload'] == 64
+    assert out['dataset']['samples'] == 300 and len(out['nodes'][0]['epoch_s']) == 2
+    config.write_text('parameters:\n  global_train_batch_size: 32\n  max_duration: 10sp\n'
+                      f'  train_loader:\n    dataset:\n      remote: {first}\n')
+    proc = run_cli('plan', '--yaml', str(config))
+    assert proc.returncode == 1 and 'max_duration' in proc.stderr and str(config) in proc.stderr
