@@ -61,8 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         'as its sim_cli takes them')
     out = parser.add_argument_group('output')
     out.add_argument('--html', metavar='FILE', help='write a self-contained HTML report')
-    out.add_argument('--find-min-cache', action='store_true', help='also search the smallest '
-                     'cache_limit with no refetch (a few more plans)')
+    out.add_argument('--find-min-cache', action='store_true', default=None,
+                     help='also search the smallest cache_limit with no refetch (a few more '
+                     'plans; done anyway when the plan is quick)')
     out.add_argument('--suggest', action='store_true', help='search cheaper settings that meet '
                      '--target (samples/s per node)')
     out.add_argument('--target', type=float, help='target samples/s per node for --suggest')

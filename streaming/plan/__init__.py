@@ -21,13 +21,15 @@ __all__ = ['PRESETS', 'DatasetShape', 'LinkProfile', 'RunSettings', 'get_profile
 
 
 def plan(dataset: str | list[str] | DatasetShape, run: RunSettings | None = None,
-         profile: str | LinkProfile = 'same-region', *, find_min_cache: bool = False,
+         profile: str | LinkProfile = 'same-region', *, find_min_cache: bool | None = None,
          suggest_target: float | None = None, suggest: bool = False,
          **options: Any) -> dict[str, Any]:
     """Plan a run over ``dataset`` (URL(s) of datasets, or a ``DatasetShape``).
 
     Returns the plan as a JSON-ready dict (see ``streaming.plan.core.make_plan``), with
-    ``cache.min_no_refetch`` if ``find_min_cache`` and a ``suggestion`` if ``suggest``.
+    ``cache.min_no_refetch`` if ``find_min_cache`` (None: when the plan took under half a
+    second, so that the few more plans it takes stay quick) and a ``suggestion`` if
+    ``suggest``.
     """
     from streaming.plan.core import make_plan
     shape = dataset if isinstance(dataset, DatasetShape) else DatasetShape.from_urls(
@@ -38,7 +40,7 @@ def plan(dataset: str | list[str] | DatasetShape, run: RunSettings | None = None
         options['in_flight'] = in_flight_setting()
     link = get_profile(profile) if isinstance(profile, str) else profile
     result = make_plan(shape, run, link, **options)
-    if find_min_cache:
+    if find_min_cache or (find_min_cache is None and result['planned_in_s'] < 0.5):
         from streaming.plan.suggest import smallest_cache_without_refetch
         result['cache']['min_no_refetch'] = smallest_cache_without_refetch(
             shape, run, link, result['cache']['working_set_bytes'], **options)
