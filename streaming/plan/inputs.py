@@ -193,6 +193,11 @@ class RunSettings:
                 raise ValueError(f'run: `{name}` must be positive, got {value!r}')
 
     @property
+    def cache_bytes(self) -> int | None:
+        """``cache_limit`` in bytes (a string is converted when the settings are made)."""
+        return None if self.cache_limit is None else int(self.cache_limit)
+
+    @property
     def loader_workers(self) -> int:
         """Workers per rank as the order counts them (0, the main process, counts as one)."""
         return max(1, self.workers)

@@ -33,7 +33,7 @@ def block_size_in_effect(shape: DatasetShape, run: RunSettings) -> int:
     if run.cache_limit is None or not run.shuffle or \
             not shuffle_traits(run.shuffle_algo).uses_block_size:
         return block
-    view = SimpleNamespace(limit=run.cache_limit, _max_sizes=lambda: shape.held_bytes)
+    view = SimpleNamespace(limit=run.cache_bytes, _max_sizes=lambda: shape.held_bytes)
     cap = ShardCache.samples_that_fit(view, shape.samples)  # type: ignore[arg-type]
     return block if cap is None else min(block, cap)
 

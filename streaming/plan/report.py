@@ -204,6 +204,7 @@ def to_html(plan: dict[str, Any]) -> str:
         cells = []
         for i, n in enumerate(nodes):
             value = n[key]
+            text: str | None
             if key == 'epoch_s':
                 text = ', '.join(f'{e:.2f}' for e in value)
                 value = json.dumps(value)

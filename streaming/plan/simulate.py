@@ -132,7 +132,7 @@ class NodeSimulation:
         self.states = np.frombuffer(self.state_bytes, np.int8)
         self.access = np.zeros(num)
         self.ever = np.zeros(num, bool)
-        self.limit = run.cache_limit
+        self.limit = run.cache_bytes
         self.usage = float(shape.index_bytes)
         largest = int(shape.held_bytes.max())
         self.largest = largest
@@ -150,6 +150,7 @@ class NodeSimulation:
         self.scheduled: dict[int, tuple[int, float]] = {}  # shard -> (first use, reserved).
         self.waiters: dict[int, list[Reader]] = {}
         self._parts: dict[int, int] = {}  # GETs the shard's download was split into.
+        self.model_free_at = 0.0  # When the model can take its next step.
         self.out = NodeRun()
 
     # ---- the cache --------------------------------------------------------------------------

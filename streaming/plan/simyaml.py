@@ -67,7 +67,7 @@ def _urls(dataset: dict[str, Any], where: str) -> tuple[list[str], list[float] |
     split = dataset.get('split')
     remote, local = dataset.get('remote'), dataset.get('local')
     if isinstance(remote, list) or isinstance(local, list):
-        places = remote if isinstance(remote, list) else local
+        places: list[Any] = remote if isinstance(remote, list) else local  # type: ignore
         return [_join(str(p), split) for p in places], None
     streams = dataset.get('streams')
     if isinstance(streams, dict) and streams:
@@ -79,8 +79,8 @@ def _urls(dataset: dict[str, Any], where: str) -> tuple[list[str], list[float] |
             urls.append(_join(str(stream.get('remote') or stream.get('local')),
                               stream.get('split', split)))
             shares.append(stream.get('proportion'))
-        given = [s for s in shares if s is not None]
-        return urls, ([float(s) for s in shares] if len(given) == len(shares) else None)
+        given = [float(s) for s in shares if s is not None]
+        return urls, (given if len(given) == len(shares) else None)
     if remote or local:
         return [_join(str(remote or local), split)], None
     raise ValueError(f'simulator YAML {where}: the train dataset has no remote, local or '

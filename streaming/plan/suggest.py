@@ -64,7 +64,8 @@ def reshard(shape: DatasetShape, factor: float) -> DatasetShape:
 
 
 def _key(plan: dict[str, Any], run: RunSettings) -> tuple:
-    disk = run.cache_limit if run.cache_limit is not None else plan['nodes'][0]['peak_cache_bytes']
+    disk = run.cache_bytes if run.cache_bytes is not None else \
+        plan['nodes'][0]['peak_cache_bytes']
     return (round(plan['totals']['cost'], 6), disk, run.workers)
 
 
@@ -106,7 +107,7 @@ def suggest(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
                     trial_run = replace(best_run, **{name: value})
                 except ValueError:
                     continue
-            if trial_run.cache_limit is not None and trial_run.cache_limit < \
+            if trial_run.cache_bytes is not None and trial_run.cache_bytes < \
                     2 * int(trial_shape.held_bytes.max()) + trial_shape.index_bytes:
                 continue
             plan = make_plan(trial_shape, trial_run, profile, quality=False, **options)
