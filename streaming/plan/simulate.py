@@ -39,6 +39,7 @@ from streaming.storage.download import DownloadConfig, _split, in_parts
 __all__ = ['NodeRun', 'NodeSimulation']
 
 TICK = 0.05  # The schedule's longest wait between two looks (``_Schedule.run``).
+IDLE_TICK = 0.25  # Its sleep while no reader has begun.
 # Downloads simulated per node at most: a run that refetches without end is cut there and
 # extrapolated (the output says so) rather than simulated for minutes.
 MAX_DOWNLOADS = 40_000
@@ -334,8 +335,10 @@ class NodeSimulation:
         dead = (self.states == LOCAL) & (self.access == 0)
         return self.usage - float(self.held[dead].sum()) + size <= self.limit
 
-    def _schedule_busy(self) -> bool:
-        return bool(self.scheduled) or (not self.walked and bool(self.queue))
+    def _schedule_alive(self) -> bool:
+        """Whether the schedule still loops (it ends once walked, fetched and all marked)."""
+        dead_left = self.dead is not None and self.dead_cursor < len(self.dead)
+        return not self.walked or bool(self.queue) or bool(self.scheduled) or dead_left
 
     # ---- readers and the model ------------------------------------------------------------------
     def _dispatched(self, step: int) -> bool:
@@ -445,7 +448,9 @@ class NodeSimulation:
                 break
             if self.t >= self.plan_at and self.t >= next_tick - 1e-12:
                 self._schedule()
-                next_tick = self.t + TICK
+                # ``wait`` for a download up to TICK; with none, a sleep (longer before reads).
+                next_tick = self.t + (TICK if self.scheduled or self._reader_now()[0]
+                                      else IDLE_TICK)
             self._settle()
             if self.next_consume >= count:
                 break
@@ -454,19 +459,20 @@ class NodeSimulation:
             candidates = [self._next_transfer_event()]
             if self.timers:
                 candidates.append(self.timers[0])
-            if self.t >= self.plan_at and (self._schedule_busy() or self.transfers):
-                candidates.append(next_tick)
+            if self._schedule_alive():
+                candidates.append(max(next_tick, self.plan_at))
             until = min(candidates)
             if until == np.inf:
                 raise RuntimeError('plan: the simulation stalled (nothing left to wait for); '
                                    'this is a bug in the planner')
+            scheduled = len(self.scheduled)
             local = self._advance(max(until, self.t))
             for shard in local:
                 for reader in self.waiters.pop(shard, []):
                     reader.waiting_on = -1
                     self._advance_reader(reader)
-            if local:
-                next_tick = min(next_tick, self.t)  # ``wait`` returns on a completion.
+            if len(self.scheduled) < scheduled:  # ``wait`` returns when one of its is done.
+                next_tick = min(next_tick, self.t)
         self.out.epoch_end_s.append(self.t)
         if epoch == 0 and self.out.step_times:
             self.out.first_batch_s = self.out.step_times[0]
