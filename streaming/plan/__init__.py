@@ -5,7 +5,8 @@ download schedule (``dataset/prefetch.py``) and cache (``dataset/cache.py``) ove
 profile, and reports per node: time to first batch, throughput over steps, stalled steps, bytes
 fetched and their cost, cache occupancy, GETs against the store's limit and shuffle quality.
 Modules: ``profiles`` (links and stores), ``inputs`` (dataset shape, run settings), ``orders``
-(the engine's orders as steps), ``simulate`` (one node in simulated time), ``quality``,
+(the engine's orders as steps), ``simulate`` (one node in simulated time) and ``pieces``
+(what it moves), ``quality``,
 ``core`` (the plan), ``suggest`` (advice) and ``report`` (text, JSON, HTML). The CLI is
 ``streaming plan``; see docs/plan.md.
 """

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,8 +32,8 @@ from streaming.dataset.prefetch import AUTO_AHEAD_BYTES, Concurrency, _tail_part
 from streaming.order.first_use import iter_first_uses, last_uses
 from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import NodeSteps
+from streaming.plan.pieces import NodeRun, Reader, SimMeter, Transfer, gets_per_file
 from streaming.plan.profiles import LinkProfile
-from streaming.storage.download import DownloadConfig, _split, in_parts
 
 __all__ = ['NodeRun', 'NodeSimulation']
 
@@ -45,76 +44,6 @@ IDLE_TICK = 0.25  # Its sleep while no reader has begun.
 MAX_DOWNLOADS = 40_000
 AHEAD_MARK = 1e15  # Access marks of shards fetched ahead: above any read's.
 EPOCH_MARK = 1e10  # A later plan's marks are above an earlier one's.
-
-
-def gets_per_file(size: int, parts: int) -> int:
-    """GETs a ``size``-byte file takes when asked for in ``parts``.
-
-    The download layer's own split (``storage.download._split``); big files are split whatever
-    is asked.
-    """
-    with in_parts(parts):
-        config = _split(DownloadConfig(), size)
-    return 1 if size <= config.threshold else -(-size // config.part_size)
-
-
-class SimMeter:
-    """What ``Concurrency`` reads: bytes received, connection-seconds receiving, receiving now."""
-
-    def __init__(self) -> None:
-        self.received, self.area, self.open = 0.0, 0.0, 0
-
-    def reading(self) -> tuple[int, float, int]:
-        return int(self.received), self.area, self.open
-
-
-@dataclass
-class Transfer:
-    shard: int
-    remaining: float
-    first_byte_at: float
-    by_schedule: bool
-
-
-@dataclass
-class Reader:
-    """One DataLoader worker of one rank: its steps are ``worker, worker + workers, ...``."""
-
-    rank: int
-    worker: int
-    next_step: int
-    step: int = -1
-    pending: deque = field(default_factory=deque)
-    waiting_on: int = -1
-    position: int = 0  # Rank time (``first_use.sample_time``) + 1; 0: not started.
-    done: bool = False
-    free_at: float = 0.0  # Busy decoding its last batch until then.
-
-
-@dataclass
-class NodeRun:
-    """What one simulated node did over the whole run (times in seconds from the run's start)."""
-
-    first_batch_s: float = 0.0
-    epoch_end_s: list[float] = field(default_factory=list)
-    step_times: list[float] = field(default_factory=list)  # Each step's consumption.
-    step_samples: list[int] = field(default_factory=list)
-    stalls: list[tuple[int, float]] = field(default_factory=list)  # (step, seconds waited).
-    fetched_bytes: float = 0.0
-    gets: int = 0
-    throttled: int = 0
-    downloads: int = 0
-    refetches: int = 0
-    refetched_bytes: float = 0.0
-    peak_cache: float = 0.0
-    overfull: float = 0.0  # Bytes the cache had to hold above its limit (too small a limit).
-    bytes_series: list[tuple[float, float]] = field(default_factory=list)
-    cache_series: list[tuple[float, float]] = field(default_factory=list)
-    get_times: list[float] = field(default_factory=list)
-    in_flight_area: float = 0.0
-    max_in_flight: int = 0
-    steps_planned: int = 0  # Steps of every epoch; more than simulated if the run was cut.
-    cut: bool = False
 
 
 class NodeSimulation:
