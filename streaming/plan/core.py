@@ -218,10 +218,16 @@ def warnings_for(result: dict[str, Any], run: RunSettings, profile: LinkProfile)
     """Plain sentences about what would hurt the run."""
     out = []
     worst = max(result['nodes'], key=lambda r: r['fetched_ratio'])
-    if run.cache_limit is not None and worst['refetches']:
-        out.append(f'cache_limit below the working set: {worst["fetched_ratio"]:.2f}x egress '
-                   f'(node {worst["node"]} downloads {worst["refetches"]} shards again; the '
-                   f'working set is {result["cache"]["working_set_bytes"] / 1e9:.2f} GB)')
+    if run.cache_bytes is not None and worst['refetches']:
+        working = result['cache']['working_set_bytes']
+        if run.cache_bytes < working:
+            out.append(f'cache_limit below the working set: {worst["fetched_ratio"]:.2f}x egress '
+                       f'(node {worst["node"]} downloads {worst["refetches"]} shards again; the '
+                       f'working set is {working / 1e9:.2f} GB)')
+        else:
+            out.append(f'shards fetched again under cache_limit: {worst["fetched_ratio"]:.2f}x '
+                       f'egress (node {worst["node"]}, {worst["refetches"]} shards), though the '
+                       f'working set ({working / 1e9:.2f} GB) fits: evicted while still needed')
     if any(r['cache_overflow_bytes'] for r in result['nodes']):
         out.append('cache_limit too small for the shards in use at once: the cache must exceed '
                    'it (the dataset would fail with "cache_limit ... is too small")')

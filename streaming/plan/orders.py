@@ -60,7 +60,8 @@ def epoch_orders(shape: DatasetShape, run: RunSettings, epoch: int,
 class NodeSteps:
     """One node's epoch as steps: per step and rank, the shards its batch reads, in order.
 
-    ``reads[g][r]`` lists shard ids in the order rank ``r`` first reads them in step ``g``;
+    ``reads[g][r]`` lists the shards rank ``r`` reads in step ``g``, in order, a shard once per
+    run of consecutive samples from it (a reader readies the shard again at each such run);
     ``samples[g]`` is the samples the node's ranks take in step ``g``; ``order`` is the node's
     ``(ranks, workers, batches, batch)`` order, for the scheduler's first uses.
     """
@@ -88,10 +89,10 @@ def node_steps(order: np.ndarray, shard_starts: np.ndarray) -> NodeSteps:
     steps, flat = shards.shape[0], shards.reshape(-1)
     rows = np.repeat(np.arange(steps * ranks), batch)
     keep = flat >= 0
-    keys = rows[keep] * len(shard_starts) + flat[keep]
-    _, first = np.unique(keys, return_index=True)
-    first.sort()  # First read of each (step, rank, shard), in reading order.
-    row_of, shard_of = rows[keep][first], flat[keep][first]
+    row_of, shard_of = rows[keep], flat[keep]
+    new_run = np.ones(len(shard_of), bool)  # A sample from another shard than the one before.
+    new_run[1:] = (shard_of[1:] != shard_of[:-1]) | (row_of[1:] != row_of[:-1])
+    row_of, shard_of = row_of[new_run], shard_of[new_run]
     bounds = np.searchsorted(row_of, np.arange(1, steps * ranks))
     per_row = np.split(shard_of, bounds)
     reads = [[per_row[g * ranks + r].tolist() for r in range(ranks)] for g in range(steps)]

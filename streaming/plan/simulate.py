@@ -291,7 +291,9 @@ class NodeSimulation:
                     break
                 reader.step, reader.next_step = step, step + self.run.loader_workers
                 reader.pending = deque(self.steps.reads[step][reader.rank])
-                reader.position = step * batch + 1
+                # A batch reader reports the position after the batch it takes before reading
+                # it (``batches.take``): its own next batch, ``workers`` steps on.
+                reader.position = (step + self.run.loader_workers) * batch + 1
                 moved = True
             while reader.pending:
                 shard = reader.pending[0]
@@ -308,7 +310,6 @@ class NodeSimulation:
                 return moved
             reader.waiting_on = -1
             decode = self.run.decode_s_per_sample * batch
-            reader.position = (reader.step + 1) * batch
             self.ready_count[reader.step] += 1
             self.ready_at[reader.step] = max(self.ready_at[reader.step], self.t + decode)
             reader.free_at = self.t + decode
