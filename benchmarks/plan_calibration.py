@@ -212,6 +212,38 @@ def time_big_plan() -> dict[str, Any]:
             'planned_in_s': json.loads(done.stdout)['planned_in_s']}
 
 
+# The saved runs of ``benchmarks.link_bench`` with the same dataset and loader settings.
+SAVED = {'one node, cold epoch, same-region': ('link-same-region.json', 'same-region'),
+         'cache_limit 25%, same-region': ('link-same-region-cache25.json',
+                                          'same-region, cache_limit 25%'),
+         'one node, cold epoch, cross-region': ('link-cross-region.json', 'cross-region')}
+
+
+def against_saved(index_dir: str) -> tuple[str, list[dict[str, Any]]]:
+    """The plan (default machine costs) beside ``link_bench``'s saved runs of the same cases."""
+    from streaming.plan import RunSettings
+    results, notes = [], []
+    defaults = RunSettings()
+    machine = {'build_s': defaults.build_s, 'startup_s': defaults.startup_s,
+               'decode_s_per_sample': defaults.decode_s_per_sample}
+    for config in CONFIGS:
+        if config.name not in SAVED:
+            continue
+        name, case = SAVED[config.name]
+        with open(os.path.join(REPO, 'benchmarks', 'results', name)) as f:
+            saved = json.load(f)
+        ours = saved['results'][case][OURS]
+        total = sum(os.path.getsize(os.path.join(index_dir, n)) for n in os.listdir(index_dir))
+        real = {'status': 'ok', **{k: ours[k]['median'] for k in ('first_batch_s', 'epoch_s',
+                                                                   'fetched_ratio')}}
+        real['refetched_share'] = max(0.0, real['fetched_ratio'] - 1.0)
+        shares = delivered_profiles(saved.get('link', 'kernel'))
+        results.append({'name': config.name, 'measured': real,
+                        'predicted': predict(index_dir, config, machine, shares, total)})
+        notes.append(f'{name} ({saved["date"]}, load {saved["load"][0]:.1f})')
+    return ', '.join(notes), results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--repeats', type=int, default=3)
@@ -222,7 +254,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--docs', action='store_true', help=f'write the table into {DOCS}')
     parser.add_argument('--only-big-plan', action='store_true',
                         help='only time the plan of a 1 B-sample dataset')
+    parser.add_argument('--against-saved', action='store_true',
+                        help='no runs: plan (default machine costs) beside link_bench\'s saved '
+                             'runs of the same cases')
     args = parser.parse_args(argv)
+    if args.against_saved:
+        samples, shard_bytes = DATASETS['images']
+        index_dir = os.path.join(args.data_dir, OURS, f'images-{shard_bytes}')
+        where, saved = against_saved(index_dir)
+        print(f'The plan with its default machine costs beside link_bench\'s saved runs '
+              f'(medians; {where}):\n\n' + table(saved))
+        return
     big = time_big_plan()
     _log(f'streaming {" ".join(BIG_PLAN)}: {big["seconds"]:.1f} s (load {big["load"]})')
     if args.only_big_plan:

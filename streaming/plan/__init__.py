@@ -41,6 +41,7 @@ def plan(dataset: str | list[str] | DatasetShape, run: RunSettings | None = None
         options['in_flight'] = in_flight_setting()
     link = get_profile(profile) if isinstance(profile, str) else profile
     result = make_plan(shape, run, link, **options)
+    options.pop('quality', None)  # The searches below plan without it.
     if find_min_cache or (find_min_cache is None and result['planned_in_s'] < 0.5):
         from streaming.plan.suggest import smallest_cache_without_refetch
         result['cache']['min_no_refetch'] = smallest_cache_without_refetch(
