@@ -244,3 +244,18 @@ parameters:
                       f'  train_loader:\n    dataset:\n      remote: {first}\n')
     proc = run_cli('plan', '--yaml', str(config))
     assert proc.returncode == 1 and 'max_duration' in proc.stderr and str(config) in proc.stderr
+
+
+def test_the_calibration_table_judges_each_figure() -> None:
+    from benchmarks.plan_calibration import table
+    real = {'status': 'ok', 'first_batch_s': 2.0, 'epoch_s': 10.0, 'fetched_ratio': 1.1,
+            'refetched_share': 0.1}
+    close = {'first_batch_s': 2.2, 'epoch_s': 9.0, 'fetched_ratio': 1.0, 'refetched_share': 0.0}
+    far = {**close, 'epoch_s': 7.0}
+    text = table([{'name': 'close', 'measured': real, 'predicted': close},
+                  {'name': 'far', 'measured': real, 'predicted': far},
+                  {'name': 'absent', 'measured': {'status': 'needs the fleet emulator'}}])
+    rows = text.splitlines()
+    assert rows[3].endswith('| yes |') and '(10%)' in rows[3]  # 2.2 vs 2.0; 9 vs 10.
+    assert rows[5].endswith('| no |') and '(30%)' in rows[5]
+    assert 'not run: needs the fleet emulator' in rows[6]
