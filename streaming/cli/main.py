@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     'cost': 'streaming.cli.cost',
     'clean': 'streaming.cli.clean',
     'index': 'streaming.cli.index',
+    'plan': 'streaming.cli.plan',
 }
 
 

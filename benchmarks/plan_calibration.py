@@ -1,0 +1,341 @@
+"""The planner against measurement: ``streaming plan``'s predictions beside real epochs.
+
+Each configuration is run for real through the link emulator the way ``benchmarks.link_bench``
+runs it (moto behind the kernel link, or the proxy where that cannot be set up; the issue-19
+``images`` dataset, 3,000 samples of ~100 KB in ~74 shards of ~4 MB; ``StreamingDataset`` +
+``StreamingDataLoader``, batch 32, 2 workers, shuffled, into an empty cache; the clock starts
+before the dataset is built), and planned by ``streaming.plan`` from the same index and settings.
+Compared: time to first batch, epoch time, bytes fetched, and bytes fetched again (refetches, as
+a share of the dataset), medians over ``--repeats``.
+
+What the plan is given besides the settings: the link as the emulator delivers it (its saved
+self-check, ``benchmarks/results/linkemu-selfcheck.jsonl``, gives the share of the nominal rates
+it really carries) and this machine's fixed start-up cost (building the dataset, starting the
+DataLoader workers), measured here first as the time to first batch over the uncapped link
+(no latency, no rate cap) and passed as ``RunSettings.startup_s``. Nothing else is fitted.
+
+Configurations: one node cold epoch (same-region); ``cache_limit`` at 25% of the dataset;
+a cross-region link; and a throttled store with several emulated nodes, which needs the fleet
+emulator (branch throttle30): ``FLEET_HOOK`` names the module; when it is importable, its
+``run_fleet(link, params, nodes, request_limit) -> list[metrics per node]`` is used for that row,
+otherwise the row says it was not run.
+
+    flock /work/bench.lock .venv/bin/python -m benchmarks.plan_calibration --repeats 3 --docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.cases import sources
+from benchmarks.config import OURS
+from benchmarks.envs import pythons
+from benchmarks.link_bench import DATASETS, one_run, prepare
+from benchmarks.linkemu import PROFILES
+from benchmarks.linkemu_kernel import open_link
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(REPO, 'benchmarks', 'results', 'plan-calibration.json')
+DOCS = os.path.join(REPO, 'docs', 'plan.md')
+BEGIN, END = '<!-- calibration table: begin -->', '<!-- calibration table: end -->'
+FLEET_HOOK = 'benchmarks.fleet'
+TOLERANCE = 0.15
+METRICS = ('first_batch_s', 'epoch_s', 'fetched_ratio', 'refetched_share')
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    profile: str
+    cache_fraction: float | None = None
+    nodes: int = 1
+    request_limit: float | None = None
+
+
+CONFIGS = [
+    Config('one node, cold epoch, same-region', 'same-region'),
+    Config('cache_limit 25%, same-region', 'same-region', cache_fraction=0.25),
+    Config('one node, cold epoch, cross-region', 'cross-region'),
+    Config('throttled store (200 GETs/s), 4 nodes, same-region', 'same-region', nodes=4,
+           request_limit=200.0),
+]
+
+
+def _log(message: str) -> None:
+    print(f'[plan-calibration] {message}', file=sys.stderr, flush=True)
+
+
+def delivered_profiles(mode: str) -> dict[str, Any]:
+    """Per profile: the share of the nominal per-connection and link rates the emulator carries."""
+    path = os.path.join(REPO, 'benchmarks', 'results', 'linkemu-selfcheck.jsonl')
+    shares: dict[str, Any] = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                check = json.loads(line)
+                if check.get('mode', 'proxy') != mode:
+                    continue
+                p = check['profile']
+                for name, profile in PROFILES.items():
+                    if (profile.ttfb, profile.conn_rate, profile.link_rate) == \
+                            (p['ttfb'], p['conn_rate'], p['link_rate']):
+                        shares[name] = (check['one_connection_mb_per_s'] * 1e6 / p['conn_rate'],
+                                        check['aggregate_mb_per_s'] * 1e6 / p['link_rate'])
+    return shares
+
+
+def predict(index_dir: str, config: Config, machine: dict[str, float], shares: dict[str, Any],
+            total: int) -> dict[str, float]:
+    """The plan's figures for ``config`` (the same settings as the measured run)."""
+    from streaming.plan import DatasetShape, RunSettings, get_profile, plan
+    shape = DatasetShape.from_urls([index_dir])
+    conn_share, link_share = shares.get(config.profile, (1.0, 1.0))
+    preset = get_profile(config.profile)
+    profile = preset.replace(conn_rate=preset.conn_rate * conn_share,
+                             link_rate=preset.link_rate * link_share,
+                             request_limit=config.request_limit)
+    limit = None if config.cache_fraction is None else int(total * config.cache_fraction)
+    run = RunSettings(nodes=config.nodes, workers=2, batch_size=32, cache_limit=limit,
+                      build_s=machine['build_s'], startup_s=machine['startup_s'],
+                      decode_s_per_sample=machine['decode_s_per_sample'])
+    result = plan(shape, run, profile, quality=False)
+    node = result['nodes'][0]
+    return {'first_batch_s': node['first_batch_s'], 'epoch_s': node['epoch_s'][0],
+            'fetched_ratio': node['fetched_bytes'] / total,
+            'refetched_share': node['refetched_bytes'] / total}
+
+
+def measured(runs: list[dict[str, Any]], total: int) -> dict[str, Any]:
+    ok = [r['metrics'] for r in runs if r['status'] == 'ok']
+    if not ok:
+        return {'status': runs[0].get('reason', runs[0]['status']) if runs else 'not run'}
+    out: dict[str, Any] = {'status': 'ok', 'n': len(ok)}
+    for name in ('first_batch_s', 'epoch_s', 'fetched_ratio'):
+        out[name] = statistics.median(m[name] for m in ok)
+    out['refetched_share'] = max(0.0, out['fetched_ratio'] - 1.0)
+    return out
+
+
+def build_seconds(metrics: dict[str, Any], stats: dict[str, Any]) -> float:
+    """Seconds from the start to the first shard's GET, less the index's GET (the dataset's
+    build, after which the node's schedule starts), from the link's records of one run."""
+    records = sorted(stats.get('records') or [], key=lambda r: r[0])
+    if len(records) < 2:
+        return 0.0
+    index_end, first_shard = records[0][2], records[1][0]
+    return max(0.0, metrics['first_request_s'] + first_shard - index_end)
+
+
+def machine_costs(runs: list[dict[str, Any]], samples: int, workers: int) -> dict[str, float]:
+    """This machine's start-up and reading cost, from epochs over the uncapped link.
+
+    There the data arrives at once, so the first batch is the start-up (building the dataset,
+    starting the workers) and the rest of the epoch is the workers reading, in parallel.
+    """
+    ok = [r['metrics'] for r in runs if r['status'] == 'ok']
+    if not ok:
+        raise RuntimeError(f'the uncapped epochs failed: {runs[0]}')
+    first = statistics.median(m['first_batch_s'] for m in ok)
+    build = statistics.median(m['build_s'] for m in ok)
+    rest = statistics.median(m['epoch_s'] - m['first_batch_s'] for m in ok)
+    return {'build_s': build, 'startup_s': first, 'decode_s_per_sample': rest * workers / samples,
+            'uncapped_epoch_s': statistics.median(m['epoch_s'] for m in ok)}
+
+
+def error(predicted: float, real: float, name: str) -> float:
+    """Relative error; refetches (a share near 0) are compared as bytes fetched instead."""
+    if name == 'refetched_share':
+        return abs(predicted - real) / (1.0 + real)
+    return abs(predicted - real) / real if real else abs(predicted)
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = ['| configuration | | first batch s | epoch s | fetched / dataset | fetched again '
+             '/ dataset | within 15% |', '|---|---|---|---|---|---|---|']
+    for row in results:
+        m, p = row['measured'], row.get('predicted')
+        if m.get('status') != 'ok' or p is None:
+            lines.append(f'| {row["name"]} | not run: {m.get("status")} | | | | | |')
+            continue
+        errors = [error(p[k], m[k], k) for k in METRICS]
+        ok = all(e <= TOLERANCE for e in errors)
+        lines.append(f'| {row["name"]} | measured | {m["first_batch_s"]:.2f} | '
+                     f'{m["epoch_s"]:.2f} | {m["fetched_ratio"]:.3f} | '
+                     f'{m["refetched_share"]:.3f} | |')
+        lines.append(f'| | planned (error) | {p["first_batch_s"]:.2f} ({errors[0]:.0%}) | '
+                     f'{p["epoch_s"]:.2f} ({errors[1]:.0%}) | {p["fetched_ratio"]:.3f} '
+                     f'({errors[2]:.0%}) | {p["refetched_share"]:.3f} ({errors[3]:.0%}) | '
+                     f'{"yes" if ok else "no"} |')
+    return '\n'.join(lines)
+
+
+def write_docs(text: str) -> None:
+    with open(DOCS) as f:
+        page = f.read()
+    if BEGIN not in page or END not in page:
+        raise RuntimeError(f'{DOCS} has no calibration markers ({BEGIN} ... {END})')
+    head, rest = page.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    with open(DOCS, 'w') as f:
+        f.write(f'{head}{BEGIN}\n{text}\n{END}{tail}')
+
+
+def _fleet() -> Any:
+    try:
+        return importlib.import_module(FLEET_HOOK)
+    except ImportError:
+        return None
+
+
+BIG_PLAN = ['plan', '--synthetic-samples', '1b', '--shard-samples', '10k', '--sample-bytes',
+            '2kb', '--nodes', '16', '--ranks-per-node', '8', '--workers', '8', '--profile',
+            'cross-region', '--json']
+
+
+def time_big_plan() -> dict[str, Any]:
+    """Wall seconds of ``streaming plan`` for a 1 B-sample dataset, as a user runs it."""
+    import subprocess
+    env = {**os.environ, 'PYTHONPATH': REPO}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, '-m', 'streaming', *BIG_PLAN], capture_output=True,
+                          text=True, env=env, check=True)
+    seconds = time.perf_counter() - start
+    return {'seconds': seconds, 'load': os.getloadavg(),
+            'planned_in_s': json.loads(done.stdout)['planned_in_s']}
+
+
+# The saved runs of ``benchmarks.link_bench`` with the same dataset and loader settings.
+SAVED = {'one node, cold epoch, same-region': ('link-same-region.json', 'same-region'),
+         'cache_limit 25%, same-region': ('link-same-region-cache25.json',
+                                          'same-region, cache_limit 25%'),
+         'one node, cold epoch, cross-region': ('link-cross-region.json', 'cross-region')}
+
+
+def against_saved(index_dir: str) -> tuple[str, list[dict[str, Any]]]:
+    """The plan (default machine costs) beside ``link_bench``'s saved runs of the same cases."""
+    from streaming.plan import RunSettings
+    results, notes = [], []
+    defaults = RunSettings()
+    machine = {'build_s': defaults.build_s, 'startup_s': defaults.startup_s,
+               'decode_s_per_sample': defaults.decode_s_per_sample}
+    for config in CONFIGS:
+        if config.name not in SAVED:
+            continue
+        name, case = SAVED[config.name]
+        with open(os.path.join(REPO, 'benchmarks', 'results', name)) as f:
+            saved = json.load(f)
+        ours = saved['results'][case][OURS]
+        total = sum(os.path.getsize(os.path.join(index_dir, n)) for n in os.listdir(index_dir))
+        real = {'status': 'ok', **{k: ours[k]['median'] for k in ('first_batch_s', 'epoch_s',
+                                                                   'fetched_ratio')}}
+        real['refetched_share'] = max(0.0, real['fetched_ratio'] - 1.0)
+        shares = delivered_profiles(saved.get('link', 'kernel'))
+        results.append({'name': config.name, 'measured': real,
+                        'predicted': predict(index_dir, config, machine, shares, total)})
+        notes.append(f'{name} ({saved["date"]}, load {saved["load"][0]:.1f})')
+    return ', '.join(notes), results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--timeout', type=float, default=240)
+    parser.add_argument('--link', choices=['auto', 'kernel', 'proxy'], default='auto')
+    parser.add_argument('--data-dir', default=os.path.join(REPO, 'benchmarks', '.data', 'link'))
+    parser.add_argument('--out', default=RESULTS)
+    parser.add_argument('--docs', action='store_true', help=f'write the table into {DOCS}')
+    parser.add_argument('--only-big-plan', action='store_true',
+                        help='only time the plan of a 1 B-sample dataset')
+    parser.add_argument('--against-saved', action='store_true',
+                        help='no runs: plan (default machine costs) beside link_bench\'s saved '
+                             'runs of the same cases')
+    args = parser.parse_args(argv)
+    if args.against_saved:
+        samples, shard_bytes = DATASETS['images']
+        index_dir = os.path.join(args.data_dir, OURS, f'images-{shard_bytes}')
+        where, saved = against_saved(index_dir)
+        print(f'The plan with its default machine costs beside link_bench\'s saved runs '
+              f'(medians; {where}):\n\n' + table(saved))
+        return
+    big = time_big_plan()
+    _log(f'streaming {" ".join(BIG_PLAN)}: {big["seconds"]:.1f} s (load {big["load"]})')
+    if args.only_big_plan:
+        return
+    os.environ.setdefault('STREAMING_BENCH_SRC', REPO)  # Our workers run this checkout.
+    os.environ.update({'AWS_ACCESS_KEY_ID': 'testing', 'AWS_SECRET_ACCESS_KEY': 'testing'})
+    python = pythons({OURS})
+    samples, shard_bytes = DATASETS['images']
+    dirs = prepare(args.data_dir, [OURS], python, 'images', shard_bytes)
+    scratch = os.path.join(args.data_dir, 'scratch')
+    payload = sources.Source(args.data_dir, 'images').total_payload_bytes() / samples
+    base = {'bucket': 'plancal', 'scratch': scratch, 'batch_size': 32, 'num_workers': 2,
+            'shuffle': True, 'payload_per_sample': payload}
+    results: list[dict[str, Any]] = []
+    with open_link(PROFILES['uncapped'], 'plancal', args.link) as link:
+        _log(f'link emulator: {link.mode}')
+        key = os.path.basename(dirs[OURS])
+        total = link.upload_dir(dirs[OURS], f'{OURS}/{key}')
+        params = {**base, 'prefix': f'{OURS}/{key}', 'cache_limit': None}
+        startup_runs = []
+        for _ in range(args.repeats):
+            result = one_run(OURS, python[OURS], link, PROFILES['uncapped'].link_rate, total,
+                             params, scratch, args.timeout)
+            if result['status'] == 'ok':
+                result['metrics']['build_s'] = build_seconds(result['metrics'],
+                                                             link.stats(records=True))
+            startup_runs.append(result)
+        machine = machine_costs(startup_runs, samples, base['num_workers'])
+        startup = machine['startup_s']
+        _log(f'this machine: {machine}')
+        shares = delivered_profiles(link.mode)
+        for config in CONFIGS:
+            profile = PROFILES[config.profile]
+            link.set_profile(profile)
+            limit = None if config.cache_fraction is None else int(total * config.cache_fraction)
+            run_params = {**params, 'cache_limit': limit}
+            if config.nodes > 1:
+                fleet = _fleet()
+                if fleet is None:
+                    results.append({'name': config.name, 'measured': {
+                        'status': f'needs the fleet emulator ({FLEET_HOOK}, branch throttle30)'}})
+                    continue
+                per_node = fleet.run_fleet(link, run_params, config.nodes, config.request_limit)
+                runs = [{'status': 'ok', 'metrics': per_node[0]}]
+            else:
+                runs = [one_run(OURS, python[OURS], link, profile.link_rate, total, run_params,
+                                scratch, args.timeout) for _ in range(args.repeats)]
+            real = measured(runs, total)
+            guess = predict(dirs[OURS], config, machine, shares, total)
+            _log(f'{config.name}: measured {real}, planned {guess}')
+            results.append({'name': config.name, 'measured': real, 'predicted': guess,
+                            'runs': runs})
+    load = os.getloadavg()
+    text = table(results)
+    header = (f'`flock /work/bench.lock .venv/bin/python -m benchmarks.plan_calibration '
+              f'--repeats {args.repeats} --docs` ({link.mode} link; run of '
+              f'{time.strftime("%Y-%m-%d %H:%M")}, load average after: '
+              f'{", ".join(f"{x:.1f}" for x in load)}; measured build {machine["build_s"]:.2f} s, '
+              f'start-up {startup:.2f} s, '
+              f'reading {machine["decode_s_per_sample"] * 1e3:.2f} ms per sample per worker; '
+              f'medians of {args.repeats}). `streaming {" ".join(BIG_PLAN[:-1])}` (1 B samples) '
+              f'answered in {big["seconds"]:.1f} s (load {big["load"][0]:.1f}).')
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, 'w') as f:
+        json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'load': load, 'link': link.mode,
+                   'machine': machine, 'shares': shares, 'big_plan': big, 'results': results},
+                  f, indent=1, default=str)
+    print(header + '\n\n' + text)
+    if args.docs:
+        write_docs(header + '\n\n' + text)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,83 @@
+"""The pieces a node's simulation moves: transfers, readers, the meter, and what it records.
+
+``gets_per_file`` is the download layer's own split of a file into ranged GETs.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from streaming.storage.download import DownloadConfig, _split, in_parts
+
+__all__ = ['NodeRun', 'Reader', 'SimMeter', 'Transfer', 'gets_per_file']
+
+
+def gets_per_file(size: int, parts: int) -> int:
+    """GETs a ``size``-byte file takes when asked for in ``parts``.
+
+    The download layer's own split (``storage.download._split``); big files are split whatever
+    is asked.
+    """
+    with in_parts(parts):
+        config = _split(DownloadConfig(), size)
+    return 1 if size <= config.threshold else -(-size // config.part_size)
+
+
+class SimMeter:
+    """What ``Concurrency`` reads: bytes received, connection-seconds receiving, receiving now."""
+
+    def __init__(self) -> None:
+        self.received, self.area, self.open = 0.0, 0.0, 0
+
+    def reading(self) -> tuple[int, float, int]:
+        return int(self.received), self.area, self.open
+
+
+@dataclass
+class Transfer:
+    shard: int
+    remaining: float
+    first_byte_at: float
+    by_schedule: bool
+
+
+@dataclass
+class Reader:
+    """One DataLoader worker of one rank: its steps are ``worker, worker + workers, ...``."""
+
+    rank: int
+    worker: int
+    next_step: int
+    step: int = -1
+    pending: deque = field(default_factory=deque)
+    waiting_on: int = -1
+    position: int = 0  # Rank time (``first_use.sample_time``) + 1; 0: not started.
+    done: bool = False
+    free_at: float = 0.0  # Busy decoding its last batch until then.
+
+
+@dataclass
+class NodeRun:
+    """What one simulated node did over the whole run (times in seconds from the run's start)."""
+
+    first_batch_s: float = 0.0
+    epoch_end_s: list[float] = field(default_factory=list)
+    step_times: list[float] = field(default_factory=list)  # Each step's consumption.
+    step_samples: list[int] = field(default_factory=list)
+    stalls: list[tuple[int, float]] = field(default_factory=list)  # (step, seconds waited).
+    fetched_bytes: float = 0.0
+    gets: int = 0
+    throttled: int = 0
+    downloads: int = 0
+    refetches: int = 0
+    refetched_bytes: float = 0.0
+    peak_cache: float = 0.0
+    overfull: float = 0.0  # Bytes the cache had to hold above its limit (too small a limit).
+    bytes_series: list[tuple[float, float]] = field(default_factory=list)
+    cache_series: list[tuple[float, float]] = field(default_factory=list)
+    get_times: list[float] = field(default_factory=list)
+    in_flight_area: float = 0.0
+    max_in_flight: int = 0
+    steps_planned: int = 0  # Steps of every epoch; more than simulated if the run was cut.
+    cut: bool = False

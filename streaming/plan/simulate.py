@@ -1,0 +1,427 @@
+"""One node's run, replayed in simulated time: the real schedule's rules over a modelled link.
+
+What is the library's own, imported rather than rewritten: the epoch order and each shard's
+first and last use (``streaming.order``), how many downloads are in flight (``Concurrency`` of
+``dataset/prefetch.py``, fed by a simulated meter), how far ahead it fetches (``share_of``,
+``AUTO_AHEAD_BYTES``, an explicit ``predownload``), the ranged parts of the epoch's tail
+(``_tail_parts``) and how the download layer splits a file (``storage.download._split``),
+and the cache's states (``REMOTE``/``PREPARING``/``LOCAL``). What is modelled:
+
+* the link: a GET waits ``ttfb``, then every connection receiving shares the node's
+  ``link_rate``, none above ``conn_rate`` (processor sharing, as the link emulator shapes it);
+* the store's request limit: GETs above ``request_limit / nodes`` per second wait (and the
+  scheduler halves its count, as on a throttling answer);
+* the readers: each rank's DataLoader workers take their batches in turn, ``prefetch_factor``
+  batches each ahead of the model; a reader needing a shard that nobody fetches fetches it
+  itself, one shard after another, and waits;
+* the cache under ``cache_limit``: a download reserves its shard's bytes and evicts the least
+  recently used local shard first, with the schedule's marks (shards fetched ahead taken last,
+  the one needed last first; shards every reader is past taken first), as ``dataset/cache.py``
+  and ``dataset/prefetch.py`` do.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+import numpy as np
+
+from streaming.dataset.cache import LOCAL, PREPARING, REMOTE
+from streaming.dataset.prefetch import AUTO_AHEAD_BYTES, Concurrency, _tail_parts, share_of
+from streaming.order.first_use import iter_first_uses, last_uses
+from streaming.plan.inputs import DatasetShape, RunSettings
+from streaming.plan.orders import NodeSteps
+from streaming.plan.pieces import NodeRun, Reader, SimMeter, Transfer, gets_per_file
+from streaming.plan.profiles import LinkProfile
+
+__all__ = ['NodeRun', 'NodeSimulation']
+
+TICK = 0.05  # The schedule's longest wait between two looks (``_Schedule.run``).
+IDLE_TICK = 0.25  # Its sleep while no reader has begun.
+# Downloads simulated per node at most: a run that refetches without end is cut there and
+# extrapolated (the output says so) rather than simulated for minutes.
+MAX_DOWNLOADS = 40_000
+AHEAD_MARK = 1e15  # Access marks of shards fetched ahead: above any read's.
+EPOCH_MARK = 1e10  # A later plan's marks are above an earlier one's.
+
+
+class NodeSimulation:
+    """Simulate one node over its epochs (``steps[e]`` for epoch ``e``)."""
+
+    def __init__(self, shape: DatasetShape, run: RunSettings, profile: LinkProfile,
+                 in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS) -> None:
+        self.shape, self.run, self.profile = shape, run, profile
+        self.max_downloads = max_downloads
+        self.held = shape.held_bytes.astype(np.float64)
+        self.fetch = shape.fetch_bytes.astype(np.float64)
+        self.starts = np.concatenate([[0], np.cumsum(shape.samples)]).astype(np.int64)
+        num = shape.num_shards
+        # One buffer, two views: numpy for the cache's scans, bytes for the readers' lookups.
+        self.state_bytes = bytearray([REMOTE]) * num
+        self.states = np.frombuffer(self.state_bytes, np.int8)
+        self.access = np.zeros(num)
+        self.ever = np.zeros(num, bool)
+        self.limit = run.cache_bytes
+        self.usage = float(shape.index_bytes)
+        largest = int(shape.held_bytes.max())
+        self.largest = largest
+        self.room = None if self.limit is None else self.limit - shape.index_bytes
+        self.reservable = None if self.room is None else share_of(int(self.room), largest)
+        budget = AUTO_AHEAD_BYTES if self.limit is None else share_of(int(self.limit), largest)
+        self.budget = max(budget, largest)
+        self.meter = SimMeter()
+        self.concurrency = Concurrency(in_flight, meter=self.meter)  # type: ignore[arg-type]
+        rate = profile.request_limit / run.nodes if profile.request_limit else None
+        self.get_rate, self.tokens, self.tokens_at = rate, (rate or 0.0), 0.0
+        self.t = 0.0
+        self.transfers: list[Transfer] = []
+        self.parts_left = np.zeros(num, np.int64)
+        self.scheduled: dict[int, tuple[int, float]] = {}  # shard -> (first use, reserved).
+        self.waiters: dict[int, list[Reader]] = {}
+        self._parts: dict[int, int] = {}  # GETs the shard's download was split into.
+        self.model_free_at = 0.0  # When the model can take its next step.
+        self.out = NodeRun()
+
+    # ---- the cache --------------------------------------------------------------------------
+    def _set_usage(self, delta: float) -> None:
+        self.usage += delta
+        if self.usage > self.out.peak_cache:
+            self.out.peak_cache = self.usage
+        self.out.cache_series.append((self.t, self.usage))
+
+    def _make_room(self, needed: float, keep: int) -> None:
+        if self.limit is None:
+            return
+        while self.usage + needed > self.limit:
+            candidates = np.flatnonzero(self.states == LOCAL)
+            candidates = candidates[candidates != keep]
+            if not len(candidates):
+                self.out.overfull = max(self.out.overfull, self.usage + needed - self.limit)
+                return
+            victim = int(candidates[np.argmin(self.access[candidates])])
+            self.states[victim] = REMOTE
+            self._set_usage(-self.held[victim])
+
+    # ---- transfers --------------------------------------------------------------------------
+    def _start(self, shard: int, parts: int, by_schedule: bool) -> None:
+        """``ShardCache.prepare``: reserve, evict for room, and GET the shard (in parts)."""
+        self._make_room(self.held[shard], keep=shard)
+        self.states[shard] = PREPARING
+        self._set_usage(self.held[shard])
+        files = int(self.shape.files_per_shard[shard])
+        count = files * gets_per_file(int(self.fetch[shard]) // files, parts)
+        self.parts_left[shard] = count
+        self._parts[shard] = count
+        for _ in range(count):
+            delay = 0.0
+            if self.get_rate:
+                self.tokens = min(self.get_rate, self.tokens +
+                                  (self.t - self.tokens_at) * self.get_rate)
+                self.tokens_at = self.t
+                if self.tokens < 1:
+                    delay = (1 - self.tokens) / self.get_rate
+                    self.out.throttled += 1
+                    self.concurrency.failed(self.t)
+                self.tokens -= 1
+            self.transfers.append(Transfer(shard, self.fetch[shard] / count,
+                                           self.t + delay + self.profile.ttfb, by_schedule))
+            self.out.gets += 1
+            self.out.get_times.append(self.t + delay)
+        if self.ever[shard]:
+            self.out.refetches += 1
+            self.out.refetched_bytes += self.fetch[shard]
+        self.ever[shard] = True
+        self.out.downloads += 1
+
+    def _rates(self) -> tuple[list[Transfer], float]:
+        receiving = [x for x in self.transfers if x.first_byte_at <= self.t]
+        if not receiving:
+            return receiving, 0.0
+        return receiving, min(self.profile.conn_rate, self.profile.link_rate / len(receiving))
+
+    def _next_transfer_event(self) -> float:
+        receiving, rate = self._rates()
+        soonest = min((x.first_byte_at for x in self.transfers if x.first_byte_at > self.t),
+                      default=np.inf)
+        if receiving:
+            soonest = min(soonest, self.t + min(x.remaining for x in receiving) / rate)
+        return soonest
+
+    def _advance(self, until: float) -> list[int]:
+        """Move transfers on to ``until``; returns the shards that became local."""
+        receiving, rate = self._rates()
+        dt = until - self.t
+        scheduled_receiving = sum(1 for x in receiving if x.by_schedule)
+        self.meter.area += scheduled_receiving * dt
+        self.meter.received += scheduled_receiving * rate * dt
+        self.meter.open = scheduled_receiving
+        self.out.in_flight_area += len(self.transfers) * dt
+        for x in receiving:
+            x.remaining -= rate * dt
+        self.t = until
+        finished = [x for x in self.transfers if x.remaining <= 1e-6 * max(1.0, rate)
+                    and x.first_byte_at <= until]
+        if not finished:
+            return []
+        self.transfers = [x for x in self.transfers if x not in finished]
+        local = []
+        for x in finished:
+            self.out.fetched_bytes += self.fetch[x.shard] / self._parts.get(x.shard, 1)
+            self.parts_left[x.shard] -= 1
+            if self.parts_left[x.shard] == 0:
+                local.append(x.shard)
+        self.out.bytes_series.append((self.t, self.out.fetched_bytes))
+        for shard in local:
+            self.states[shard] = LOCAL
+            self.access[shard] = self.t
+            if shard in self.scheduled:
+                first, _ = self.scheduled.pop(shard)
+                if self.limit is not None:
+                    self.access[shard] = self.mark_base + AHEAD_MARK - first
+        return local
+
+    # ---- the schedule (``prefetch._Schedule``) -------------------------------------------------
+    def _begin_plan(self, steps: NodeSteps, epoch: int) -> None:
+        num = self.shape.num_shards
+        self.walk = iter_first_uses(steps.order, self.starts, num)
+        self.queue: deque[tuple[int, int]] = deque()
+        self.ahead: deque[tuple[int, float]] = deque()
+        self.walked = False
+        self.mark_base = epoch * EPOCH_MARK
+        self.dead = None
+        if self.limit is not None:
+            self.last = last_uses(steps.order, self.starts, num)
+            used = np.flatnonzero(self.last >= 0)
+            self.dead = used[np.argsort(self.last[used], kind='stable')]
+            self.dead_cursor = 0
+
+    def _next(self) -> tuple[int, int] | None:
+        while not self.queue:
+            try:
+                shards, times = next(self.walk)
+            except StopIteration:
+                self.walked = True
+                return None
+            self.queue.extend(zip(shards.tolist(), times.tolist()))
+        return self.queue[0]
+
+    def _reader_now(self) -> tuple[int, bool]:
+        positions = [r.position for r in self.readers if r.position > 0]
+        everyone = len(positions) == len(self.readers)
+        return (min(positions) - 1 if positions else 0), everyone
+
+    def _schedule(self) -> None:
+        now, everyone = self._reader_now()
+        if everyone and self.dead is not None:
+            while self.dead_cursor < len(self.dead):
+                shard = int(self.dead[self.dead_cursor])
+                if self.last[shard] >= now:
+                    break
+                if self.states[shard] == LOCAL:
+                    self.access[shard] = 0.0
+                self.dead_cursor += 1
+        workers = self.run.loader_workers
+        horizon = None if self.run.predownload is None else now + self.run.predownload * workers
+        while self.ahead and self.ahead[0][0] <= now:
+            self.ahead.popleft()
+        ahead_bytes = sum(size for _, size in self.ahead)
+        limit = self.concurrency.value
+        unstarted = -1
+        while len(self.scheduled) < limit:
+            item = self._next()
+            if item is None:
+                break
+            shard, first = item
+            if self.states[shard] != REMOTE:
+                self.queue.popleft()
+                continue
+            if horizon is not None and first >= horizon:
+                break
+            size = float(self.held[shard])
+            if first > now and (ahead_bytes + size > self.budget or not self._room_for(size)):
+                break
+            if self.scheduled and self.reservable is not None and \
+                    sum(r for _, r in self.scheduled.values()) + size > self.reservable:
+                break
+            self.queue.popleft()
+            if unstarted < 0:
+                unstarted = int(np.count_nonzero(self.states == REMOTE))
+            parts = _tail_parts(limit - len(self.scheduled), unstarted, limit)
+            unstarted -= 1
+            self.scheduled[shard] = (first, size)
+            self._start(shard, parts, by_schedule=True)
+            if first > now:
+                self.ahead.append((first, size))
+                ahead_bytes += size
+        self.held_back = len(self.scheduled) >= limit
+        self.concurrency.update(self.t, self.held_back)
+        self.out.max_in_flight = max(self.out.max_in_flight, len(self.transfers))
+
+    def _room_for(self, size: float) -> bool:
+        if self.limit is None:
+            return True
+        dead = (self.states == LOCAL) & (self.access == 0)
+        return self.usage - float(self.held[dead].sum()) + size <= self.limit
+
+    def _schedule_alive(self) -> bool:
+        """Whether the schedule still loops (it ends once walked, fetched and all marked)."""
+        dead_left = self.dead is not None and self.dead_cursor < len(self.dead)
+        return not self.walked or bool(self.queue) or bool(self.scheduled) or dead_left
+
+    # ---- readers and the model ------------------------------------------------------------------
+    def _dispatched(self, step: int) -> bool:
+        ahead = self.run.loader_workers * self.run.prefetch_factor
+        return step < ahead or self.consumed[step - ahead] >= 0
+
+    def _advance_reader(self, reader: Reader) -> bool:
+        """Move a reader as far as it can now; returns whether it moved."""
+        moved = False
+        batch = self.run.batch_size
+        while not reader.done:
+            if reader.step < 0:
+                step = reader.next_step
+                if step >= self.steps.steps:
+                    reader.done, reader.position, moved = True, 1 << 62, True
+                    break
+                if not self._dispatched(step) or self.t < self.workers_at:
+                    break
+                if self.t < reader.free_at - 1e-9:
+                    heapq.heappush(self.timers, reader.free_at)
+                    break
+                reader.step, reader.next_step = step, step + self.run.loader_workers
+                reader.pending = deque(self.steps.reads[step][reader.rank])
+                # A batch reader reports the position after the batch it takes before reading
+                # it (``batches.take``): its own next batch, ``workers`` steps on.
+                reader.position = (step + self.run.loader_workers) * batch + 1
+                moved = True
+            while reader.pending:
+                shard = reader.pending[0]
+                state = self.state_bytes[shard]
+                if state == LOCAL:
+                    if self.limit is not None:
+                        self.access[shard] = self.t
+                    reader.pending.popleft()
+                    continue
+                if state == REMOTE:
+                    self._start(shard, 1, by_schedule=False)
+                reader.waiting_on = shard
+                self.waiters.setdefault(shard, []).append(reader)
+                return moved
+            reader.waiting_on = -1
+            decode = self.run.decode_s_per_sample * batch
+            self.ready_count[reader.step] += 1
+            self.ready_at[reader.step] = max(self.ready_at[reader.step], self.t + decode)
+            reader.free_at = self.t + decode
+            if decode:
+                heapq.heappush(self.timers, reader.free_at)
+            reader.step = -1
+            moved = True
+        return moved
+
+    def _consume(self) -> bool:
+        """The model takes every step whose batches are ready, as its pace allows."""
+        moved = False
+        ranks, pace = self.run.ranks_per_node, self.run.step_seconds
+        while self.next_consume < self.steps.steps:
+            step = self.next_consume
+            if self.ready_count[step] < ranks:
+                return moved
+            wanted = self.model_free_at
+            at = max(self.ready_at[step], wanted)
+            if at > self.t + 1e-9:
+                heapq.heappush(self.timers, at)
+                return moved
+            if self.ready_at[step] > wanted + 1e-9:
+                self.out.stalls.append((len(self.out.step_times), self.ready_at[step] - wanted))
+            self.consumed[step] = at
+            self.out.step_times.append(at)
+            self.out.step_samples.append(int(self.steps.samples[step]))
+            self.model_free_at = at + pace
+            self.next_consume += 1
+            moved = True
+        return moved
+
+    def _settle(self) -> None:
+        for _ in range(1000):
+            moved = self._consume()
+            for reader in self.readers:
+                if reader.waiting_on < 0:
+                    moved |= self._advance_reader(reader)
+            if not moved:
+                return
+
+    def run_epoch(self, steps: NodeSteps, epoch: int, start: float, first_request: float
+                  ) -> None:
+        """Simulate one epoch whose dataset is built at ``start``."""
+        self.steps = steps
+        self.t = max(self.t, start)
+        self._begin_plan(steps, epoch)
+        # The first epoch's schedule starts once the dataset is built (its index fetched).
+        self.plan_at = start + (first_request + self.run.build_s if epoch == 0 else 0.0)
+        self.workers_at = start + self.run.startup_s
+        ranks, workers = self.run.ranks_per_node, self.run.loader_workers
+        self.readers = [Reader(rank, worker, worker) for rank in range(ranks)
+                        for worker in range(workers)]
+        count = steps.steps
+        self.ready_count = np.zeros(count, np.int64)
+        self.ready_at = np.zeros(count)
+        self.consumed = np.full(count, -1.0)
+        self.next_consume = 0
+        self.model_free_at = self.workers_at
+        self.timers: list[float] = [self.plan_at, self.workers_at]
+        self.held_back = False
+        next_tick = self.plan_at
+        while self.next_consume < count:
+            if self.out.downloads > self.max_downloads and self.next_consume:
+                self.out.cut = True
+                break
+            if self.t >= self.plan_at and self.t >= next_tick - 1e-12:
+                self._schedule()
+                # ``wait`` for a download up to TICK; with none, a sleep (longer before reads).
+                next_tick = self.t + (TICK if self.scheduled or self._reader_now()[0]
+                                      else IDLE_TICK)
+            self._settle()
+            if self.next_consume >= count:
+                break
+            while self.timers and self.timers[0] <= self.t + 1e-9:
+                heapq.heappop(self.timers)
+            candidates = [self._next_transfer_event()]
+            if self.timers:
+                candidates.append(self.timers[0])
+            if self._schedule_alive():
+                candidates.append(max(next_tick, self.plan_at))
+            until = min(candidates)
+            if until == np.inf:
+                raise RuntimeError('plan: the simulation stalled (nothing left to wait for); '
+                                   'this is a bug in the planner')
+            scheduled = len(self.scheduled)
+            local = self._advance(max(until, self.t))
+            for shard in local:
+                for reader in self.waiters.pop(shard, []):
+                    reader.waiting_on = -1
+                    self._advance_reader(reader)
+            if len(self.scheduled) < scheduled:  # ``wait`` returns when one of its is done.
+                next_tick = min(next_tick, self.t)
+        self.out.epoch_end_s.append(self.t)
+        if epoch == 0 and self.out.step_times:
+            self.out.first_batch_s = self.out.step_times[0]
+
+    def result(self) -> NodeRun:
+        return self.out
+
+
+def simulate_node(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
+                  epochs: list[NodeSteps], first_request: float, in_flight: int | None = None
+                  ) -> NodeRun:
+    """Simulate one node through ``epochs`` (its steps per epoch); see the module doc."""
+    sim = NodeSimulation(shape, run, profile, in_flight)
+    sim.out.steps_planned = sum(steps.steps for steps in epochs)
+    start = 0.0
+    for epoch, steps in enumerate(epochs):
+        sim.run_epoch(steps, epoch, start, first_request)
+        start = sim.t
+        if sim.out.cut:
+            break
+    return sim.result()
+
