@@ -190,6 +190,8 @@ def walk_tar(where: str, cursor: ByteCursor, size: int) -> TarLayout:
             length = int(records['size'])
         layout.headers += 1
         regular = kind in _REGULAR and not (kind == b'\0' and name.endswith('/'))
+        if regular and (not name or name.endswith('/')):
+            raise SourceFileError(f'{member}: a file named {name!r}: the header is damaged.')
         if regular or kind[0] not in _NO_DATA:
             offset = cursor.pos
             _member_data(f'{member} ({name!r})', cursor, length, size, keep=False)
