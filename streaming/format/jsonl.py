@@ -125,6 +125,11 @@ class JSONLReader(SourceReader):
 
     def decode(self) -> tuple[Decoded, int]:
         data = self.data()
+        start, length = self.ranges[0]
+        if start + length < self.source_size and data[-1:] != b'\n':
+            raise SourceFileError(f'{self.source} (bytes {start}-{start + length}): the unit '
+                                  f'does not end with a newline as it did when indexed: the file '
+                                  f'changed or the index is stale.')
         array = np.frombuffer(data, np.uint8)
         ends = np.flatnonzero(array == _NL)
         if not len(ends) or ends[-1] != len(array) - 1:
