@@ -221,7 +221,21 @@ def run_case(fmt: str, ext: str, when: str, case: Case, place: Place, local: str
     return outcome
 
 
-def check_no_failures(fmt: str) -> None:
-    """Fail with the list of this format's bad outcomes, if any."""
-    bad = [line for line in FAILURES if line.startswith(f'{fmt} ')]
+def run_campaign(fmt: str, ext: str, when: str, cases: list[Case], count: int,
+                 place_for: Callable[[int], Place], cache_root: str, original: bytes,
+                 intact: list[dict[str, Any]], options: dict[str, Any] | None = None) -> None:
+    """Run a subset of about ``count`` of ``cases`` (all same-size ones for ``trusted``).
+
+    ``place_for(number)`` is where case ``number``'s files go. Fails listing the bad outcomes.
+    """
+    if when == 'trusted':  # The index's byte ranges must still fit the damaged file.
+        cases = [c for c in cases if len(c.data) == len(original)]
+    where = ''
+    for number, case in enumerate(subset(cases, count)):
+        place = place_for(number)
+        where = place.where
+        run_case(fmt, ext, when, case, place, os.path.join(cache_root, f'c{number}'), original,
+                 intact, options)
+    prefix = f'{fmt} {where} {when} '
+    bad = [line for line in FAILURES if line.startswith(prefix)]
     assert not bad, f'{len(bad)} bad outcomes:\n' + '\n'.join(bad[:40])
