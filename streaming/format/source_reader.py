@@ -2,12 +2,15 @@
 
 A unit's shard entry names its source file (``source``, ``source_size``, ``source_etag``), its
 number in that file (``unit``) and the byte ``ranges`` of the source that its local file holds,
-end to end. A subclass implements ``decode``: the unit's data as ``{column: get(i)}``, kept while
-the unit is in use (under the process's ``DecodedCache`` budget).
+end to end, and optionally its ``layout``: what the indexer saw of the unit's structure (a tar's
+walk), for ``decode`` to check again. A subclass implements ``decode``: the unit's data as
+``{column: get(i)}``, kept while the unit is in use (under the process's ``DecodedCache``
+budget); ``decode_checked`` is what callers use.
 
 A unit of a file on a local disk may be read in place (``source_root`` set, and the reader's
 ``reads_in_place``): no local copy is made; ``data()`` maps the source file itself, once its size
-and version tag are checked against the index.
+and version tag are checked against the index, and checked again once the unit is decoded (a
+file changed meanwhile is a ``StaleSourceError``).
 """
 
 from __future__ import annotations

@@ -49,6 +49,8 @@ def _retried(operation, retries: int, what: str):  # noqa: ANN001, ANN202
         return call_with_retries(operation, retries=retries, policy=RetryPolicy.from_env(),
                                  what=what)
     except RetriesExhausted as failed:
+        if isinstance(failed.last, ChangedWhileReadError):  # Changing on every attempt.
+            raise StaleSourceError(f'{redact(what)}: {failed.last}') from None
         raise DownloadError(f'{redact(what)} failed after {failed.attempts} attempt(s): '
                             f'{describe(failed.last)}') from failed.last
 
