@@ -13,7 +13,6 @@ groups members; see ``tests/sources/damage.py`` for the outcomes.
 
 from __future__ import annotations
 
-import codecs
 import io
 import os
 import re
@@ -48,31 +47,36 @@ def _write_original() -> bytes:
     return out.getvalue()
 
 
+# Run by GNU tar for each regular member, its data on stdin: kept as <n>.data and <n>.name.
+_KEEP = 'n=$(ls "$OUT" | wc -l); cat > "$OUT/$n.data"; printf %s "$TAR_FILENAME" > "$OUT/$n.name"'
+
+
 def gnu_tar_samples(data: bytes) -> list[dict[str, Any]] | None:
-    """What GNU tar extracts from ``data``, grouped into samples (None: tar refuses it)."""
-    env = {**os.environ, 'LC_ALL': 'C.UTF-8'}
+    """What GNU tar extracts from ``data``, grouped into samples (None: tar refuses it).
+
+    Members are piped to a command rather than written as files, so names the file system
+    cannot hold (too long, binary) and links it cannot make do not count as refusals.
+    """
     with tempfile.TemporaryDirectory(prefix='gnu-tar-') as tmp:
-        path = os.path.join(tmp, 'x.tar')
-        with open(path, 'wb') as out:
-            out.write(data)
-        listing = subprocess.run(['tar', '--quoting-style=escape', '-tf', path],
-                                 capture_output=True, env=env)
-        os.makedirs(os.path.join(tmp, 'out'))
-        extract = subprocess.run(['tar', '-xf', path, '-C', os.path.join(tmp, 'out')],
-                                 capture_output=True, env=env)
-        if listing.returncode or extract.returncode or listing.stderr or extract.stderr:
+        path, out = os.path.join(tmp, 'x.tar'), os.path.join(tmp, 'out')
+        os.makedirs(out)
+        with open(path, 'wb') as f:
+            f.write(data)
+        extract = subprocess.run(['tar', '-xf', path, f'--to-command={_KEEP}'],
+                                 capture_output=True, env={**os.environ, 'OUT': out})
+        if extract.returncode:
             return None
         samples: list[dict[str, Any]] = []
-        for line in listing.stdout.splitlines():
-            name = os.fsdecode(codecs.escape_decode(line)[0])
-            member = os.path.join(tmp, 'out', name)
+        for number in sorted(int(n.split('.')[0]) for n in os.listdir(out) if n.endswith('.name')):
+            with open(os.path.join(out, f'{number}.name'), 'rb') as f:
+                name = os.fsdecode(f.read())
             match = _KEY.match(name)
-            if not os.path.isfile(member) or _META.match(name) or not match:
+            if _META.match(name) or not match:
                 continue
             key, field = match.group(1), match.group(2).lower()
             if not samples or samples[-1]['__key__'] != key:
                 samples.append({'__key__': key})
-            with open(member, 'rb') as f:
+            with open(os.path.join(out, f'{number}.data'), 'rb') as f:
                 samples[-1][field] = f.read()
         return samples
 
