@@ -13,7 +13,8 @@ read every sample) and the outcome is one of:
 - ``short``: fewer samples than the truth, each of them right; ``wrong``: any other samples.
 
 Only ``correct`` and ``typed`` pass. Counts per (format, where, when) are kept in ``OUTCOMES``,
-printed at the end of the session and, with ``STREAMING_DAMAGE_REPORT=path``, written as JSON.
+shown in pytest's closing summary (``tests/sources/conftest.py``) and, with
+``STREAMING_DAMAGE_REPORT=path``, written as JSON.
 Cases are generated from a seed; CI runs a deterministic subset (every ``STRIDE``-th case),
 ``STREAMING_DAMAGE_CASES=all`` runs every one (see docs/sources/README.md#damage-campaign).
 """
@@ -136,18 +137,18 @@ def summary() -> dict[str, dict[str, int]]:
     return table
 
 
-def report() -> None:
-    """Print the counts; also write them to ``$STREAMING_DAMAGE_REPORT`` when it is set."""
+def report_lines() -> list[str]:
+    """The counts as lines; also written to ``$STREAMING_DAMAGE_REPORT`` when it is set."""
     table = summary()
     if not table:
-        return
-    print('\ndamage campaign outcomes (format, where, when):')
-    for key, row in table.items():
-        print(f'  {key}: ' + ', '.join(f'{k} {v}' for k, v in row.items()))
+        return []
     path = os.environ.get('STREAMING_DAMAGE_REPORT')
     if path:
         with open(path, 'w') as out:
             json.dump(table, out, indent=1)
+    return ['damage campaign outcomes (format, where, when):'] + [
+        f'  {key}: ' + ', '.join(f'{k} {v}' for k, v in row.items())
+        for key, row in table.items()]
 
 
 @dataclass
