@@ -229,6 +229,7 @@ def run_campaign(fmt: str, ext: str, when: str, cases: list[Case], count: int,
 
     ``place_for(number)`` is where case ``number``'s files go. Fails listing the bad outcomes.
     """
+    cases = [c for c in cases if c.data != original]  # An edit that changed nothing.
     if when == 'trusted':  # The index's byte ranges must still fit the damaged file.
         cases = [c for c in cases if len(c.data) == len(original)]
     where = ''
