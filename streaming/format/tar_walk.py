@@ -77,8 +77,9 @@ class ByteCursor:
             if not parts:
                 return found
             for part in parts:
-                if found is None and any(part):
-                    found = start + next(i for i, byte in enumerate(part) if byte)
+                rest = bytes(part).lstrip(b'\0') if found is None else b''
+                if rest:
+                    found = start + len(part) - len(rest)
                 start += len(part)
 
 
