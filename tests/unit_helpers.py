@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
 import struct
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import xxhash
 
@@ -64,3 +66,17 @@ def edit_index(root: str, edit: Any) -> str:
     with open(path, 'w') as f:
         json.dump(obj, f)
     return path
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """Raise ``TimeoutError`` in the main thread if the block runs longer than ``seconds``."""
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise TimeoutError(f'reading took more than {seconds} s: a hang')
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

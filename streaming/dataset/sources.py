@@ -106,11 +106,13 @@ def build_sidecar(root: str, source: SourceFormat, files: list[tuple[str, Object
                   timeout: float = 60.0, retries: int = 2) -> tuple[dict[str, Any], int]:
     """(the sidecar index of ``files``, how many files were (re)indexed).
 
-    Records of ``previous`` whose file has the same size and ETag are kept as they are.
+    Records of ``previous`` whose file has the same size and ETag are kept as they are (if
+    ``previous`` was built with the same options and the format's ``record_version``).
     """
     old = {}
     if previous and previous.get('format') == source.name and \
-            previous.get('options') == options and previous.get('version') == SIDECAR_VERSION:
+            previous.get('options') == options and previous.get('version') == SIDECAR_VERSION \
+            and previous.get('record_version', 1) == source.record_version:
         old = previous.get('files', {})
     records: dict[str, Any] = {}
     todo = []
@@ -129,7 +131,7 @@ def build_sidecar(root: str, source: SourceFormat, files: list[tuple[str, Object
                 records[rel] = record
     ordered = {rel: records[rel] for rel, _ in files}
     return ({'version': SIDECAR_VERSION, 'format': source.name, 'options': options,
-             'files': ordered}, len(todo))
+             'record_version': source.record_version, 'files': ordered}, len(todo))
 
 
 def load_sidecar(text: bytes | None, where: str) -> dict[str, Any] | None:

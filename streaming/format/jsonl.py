@@ -2,14 +2,16 @@
 
 Indexing is one streaming pass counting newlines (numpy over each chunk, no JSON parsing); a
 file is cut into units of about ``unit_bytes`` (default 16 MiB) at line ends. Each non-empty
-line is a sample and must be a JSON object; empty lines (and a lone carriage return) are
-skipped. A line that does not parse raises ``SourceFileError`` naming the file and the line
-number.
+line is a sample and must be a JSON object in UTF-8, without a key given twice in one object;
+empty lines (and a lone carriage return) are skipped. A line that breaks any of these (or is
+nested deeper than the recursion limit) raises ``SourceFileError`` naming the file and the line
+number, as does a line lacking a column asked for.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, Iterator
 
 import numpy as np
@@ -25,13 +27,36 @@ __all__ = ['JSONLSource', 'JSONLReader']
 _NL, _CR = 10, 13
 
 
-def _blank(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Which lines are empty or a lone carriage return."""
+def _blank(data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+           carried: int | None = None) -> np.ndarray:
+    """Which lines are empty or a lone carriage return.
+
+    A negative start is a line begun in an earlier chunk; ``carried`` is its first byte.
+    """
     length = ends - starts
     lone_cr = np.zeros(len(ends), bool)
     ones = np.flatnonzero(length == 1)
-    lone_cr[ones] = data[starts[ones]] == _CR
+    here = ones[starts[ones] >= 0]
+    lone_cr[here] = data[starts[here]] == _CR
+    lone_cr[ones[starts[ones] < 0]] = carried == _CR
     return (length == 0) | lone_cr
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict; a key given twice is an error (parsers disagree on it)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _DuplicateKey(f'key {twice!r} appears twice in one object')
+    return value
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
 
 
 class JSONLSource(SourceFormat):
@@ -46,17 +71,19 @@ class JSONLSource(SourceFormat):
                      options: dict[str, Any]) -> dict[str, Any]:
         unit_bytes = int(options['unit_bytes'])
         units: list[dict[str, Any]] = []
-        pos = 0  # Bytes seen.
+        pos = 0  # Bytes seen before this chunk.
         unit_start, unit_samples, unit_line = 0, 0, 1
-        line_start, line_no, carry = 0, 1, b''  # carry: the current line's bytes so far.
+        # The current line: where it starts, its number and its first byte once seen. Nothing
+        # of it is kept (a line of gigabytes costs no more than a short one).
+        line_start, line_no, first = 0, 1, None
         for chunk in chunks:
-            data = np.frombuffer(carry + chunk, np.uint8)
-            base = pos - len(carry)
+            data = np.frombuffer(chunk, np.uint8)
+            base = pos
             ends = np.flatnonzero(data == _NL)
             starts = np.empty_like(ends)
             starts[:1] = line_start - base
             starts[1:] = ends[:-1] + 1
-            samples = (~_blank(data, starts, ends)).astype(np.int64)
+            samples = (~_blank(data, starts, ends, first)).astype(np.int64)
             cum = np.cumsum(samples)
             taken = 0  # Lines of this chunk already in closed units.
             while True:
@@ -75,12 +102,13 @@ class JSONLSource(SourceFormat):
             line_no += len(ends)
             pos += len(chunk)
             if len(ends):
-                line_start = int(ends[-1]) + base + 1
-            carry = bytes(data[line_start - base:]) if len(ends) else bytes(data)
+                line_start, first = int(ends[-1]) + base + 1, None
+            if first is None and line_start < pos:
+                first = int(data[line_start - base])
         if pos != size:
             raise SourceFileError(f'{where}: read {pos} bytes but the file has {size}: it '
                                   f'changed while it was indexed.')
-        if carry and carry not in (b'\r',):
+        if pos > line_start and not (pos - line_start == 1 and first == _CR):
             unit_samples += 1  # A last line without a newline.
         if pos > unit_start:
             units.append({'samples': unit_samples, 'ranges': [[unit_start, pos - unit_start]],
@@ -97,6 +125,11 @@ class JSONLReader(SourceReader):
 
     def decode(self) -> tuple[Decoded, int]:
         data = self.data()
+        start, length = self.ranges[0]
+        if start + length < self.source_size and data[-1:] != b'\n':
+            raise SourceFileError(f'{self.source} (bytes {start}-{start + length}): the unit '
+                                  f'does not end with a newline as it did when indexed: the file '
+                                  f'changed or the index is stale.')
         array = np.frombuffer(data, np.uint8)
         ends = np.flatnonzero(array == _NL)
         if not len(ends) or ends[-1] != len(array) - 1:
@@ -113,29 +146,37 @@ class JSONLReader(SourceReader):
         begin, end = starts[keep].tolist(), ends[keep].tolist()
         numbers = (keep + self.first_line).tolist()
         del array, ends, starts  # No view of the map outlives decoding (it may be closed).
+        source, columns = self.source, self.columns
 
         def get(i: int) -> Any:
+            where = f'{source}, line {numbers[i]}'
             try:
-                value = json.loads(data[begin[i]:end[i]])
+                text = data[begin[i]:end[i]].decode('utf-8')
+                if numbers[i] == 1 and text.startswith('\ufeff'):
+                    text = text[1:]  # A byte order mark opening the file.
+                value = _DECODER.decode(text)
+            except UnicodeDecodeError as error:
+                raise SourceFileError(f'{where}: not valid UTF-8 ({error}).') from None
+            except RecursionError:
+                raise SourceFileError(f'{where}: nested too deeply to parse (more levels than '
+                                      f'Python\'s recursion limit, {sys.getrecursionlimit()}).'
+                                      ) from None
             except ValueError as error:
-                raise SourceFileError(f'{self.source}, line {numbers[i]}: not valid JSON '
-                                      f'({error}).') from None
+                raise SourceFileError(f'{where}: not valid JSON ({error}).') from None
             if not isinstance(value, dict):
-                raise SourceFileError(f'{self.source}, line {numbers[i]}: a JSON '
-                                      f'{type(value).__name__}, not an object.')
+                raise SourceFileError(f'{where}: a JSON {type(value).__name__}, not an object.')
+            if columns is not None:
+                missing = [c for c in columns if c not in value]
+                if missing:
+                    raise SourceFileError(f'{where}: no key(s) {missing} (it has '
+                                          f'{sorted(value)}).')
+                value = {c: value[c] for c in columns}
             return value
 
         return Decoded({'': get}, None), 16 * len(keep)
 
     def get_item(self, idx: int) -> dict[str, Any]:
-        sample = self.getters()[''](idx)
-        if self.columns is not None:
-            missing = [c for c in self.columns if c not in sample]
-            if missing:
-                raise SourceFileError(f'{self.source}: sample {idx} of unit {self.unit} has no '
-                                      f'column(s) {missing} (it has {sorted(sample)}).')
-            sample = {c: sample[c] for c in self.columns}
-        return sample
+        return self.getters()[''](idx)
 
 
 register_source(JSONLSource())

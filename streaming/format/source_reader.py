@@ -2,12 +2,15 @@
 
 A unit's shard entry names its source file (``source``, ``source_size``, ``source_etag``), its
 number in that file (``unit``) and the byte ``ranges`` of the source that its local file holds,
-end to end. A subclass implements ``decode``: the unit's data as ``{column: get(i)}``, kept while
-the unit is in use (under the process's ``DecodedCache`` budget).
+end to end, and optionally its ``layout``: what the indexer saw of the unit's structure (a tar's
+walk), for ``decode`` to check again. A subclass implements ``decode``: the unit's data as
+``{column: get(i)}``, kept while the unit is in use (under the process's ``DecodedCache``
+budget); ``decode_checked`` is what callers use.
 
 A unit of a file on a local disk may be read in place (``source_root`` set, and the reader's
 ``reads_in_place``): no local copy is made; ``data()`` maps the source file itself, once its size
-and version tag are checked against the index.
+and version tag are checked against the index, and checked again once the unit is decoded (a
+file changed meanwhile is a ``StaleSourceError``).
 """
 
 from __future__ import annotations
@@ -47,13 +50,14 @@ class SourceReader(Reader):
                  source_size: int, unit: int, ranges: list[list[int]],
                  source_etag: str | None = None, columns: list[str] | None = None,
                  first_line: int = 1, row_groups: list[int] | None = None,
-                 source_root: str | None = None) -> None:
+                 source_root: str | None = None, layout: dict[str, Any] | None = None) -> None:
         super().__init__(dirname, split, compression, hashes, samples, size_limit)
         self.raw_data, self.zip_data = raw_data, zip_data
         self.file_pairs = [(raw_data, zip_data)]
         self.source, self.source_size, self.source_etag = source, source_size, source_etag
         self.unit, self.ranges, self.columns = unit, ranges, columns
         self.first_line, self.row_groups = first_line, row_groups
+        self.layout = layout  # What the indexer saw of the unit's structure, checked on decode.
         self.source_root = source_root if self.reads_in_place else None
         self.decoded: Decoded | None = None
 
@@ -113,6 +117,17 @@ class SourceReader(Reader):
         """(the unit's columns decoded, bytes that takes in memory)."""
         raise NotImplementedError
 
+    def decode_checked(self) -> tuple[Decoded, int]:
+        """``decode()``; read in place, the source must still be as indexed once decoded.
+
+        A file changed in place while it was decoded (its size or mtime differ) may have given
+        a mix of two versions: ``StaleSourceError``, nothing of it kept.
+        """
+        decoded = self.decode()
+        if self.source_root is not None:
+            self.check_source()
+        return decoded
+
     def read_table(self, read: Callable[[], Any], what: str) -> Any:
         """``read()``: this unit as a pyarrow table, any failure a ``SourceFileError``.
 
@@ -155,7 +170,7 @@ class SourceReader(Reader):
         """The unit's columns, decoded now if they are not at hand."""
         decoded = self.decoded
         if decoded is None:
-            decoded, nbytes = self.decode()
+            decoded, nbytes = self.decode_checked()
             _decoded.put(self, decoded, nbytes)
         else:
             _decoded.touch(self)
@@ -239,7 +254,8 @@ class DecodeAhead:
 
     def _submit_next(self) -> None:
         for reader in self.waiting:
-            self.futures[id(reader)] = (reader, self.pool.submit(reader.decode))  # type: ignore
+            self.futures[id(reader)] = (reader,  # type: ignore[union-attr]
+                                        self.pool.submit(reader.decode_checked))
             return
 
     def wait(self, reader: Any) -> None:

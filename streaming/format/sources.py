@@ -37,6 +37,8 @@ class SourceFormat:
     ignored_prefixes: tuple[str, ...] = ()  # File names (not paths) starting so are skipped.
     streamed: bool = False
     options: dict[str, Any] = {}  # Indexing options with defaults (part of the sidecar's key).
+    # Bumped when the indexer records more or checks more: older sidecar records are redone.
+    record_version: int = 1
 
     def index_ranges(self, where: str, size: int, read: ReadRange,
                      options: dict[str, Any]) -> dict[str, Any]:

@@ -3,9 +3,10 @@
 Members are grouped into samples as the ``webdataset`` package groups them: a member's key is
 its path up to the first dot of its last component, the rest (lowercased) its field; consecutive
 members with the same key make one sample, ``{'__key__': key, field: bytes, ...}``. Only regular
-files count, and names like ``__meta__`` are skipped. Indexing walks the tar headers in one pass
-(``tarfile`` in stream mode, skipping the data); a truncated or damaged tar raises
-``SourceFileError`` naming the file.
+files count, and names like ``__meta__`` are skipped. Indexing walks the tar by its own headers
+in one pass (``tar_walk``: every header's checksum and size, padding, the end-of-archive blocks
+and what follows them), recording the walk; reading walks it again and compares. A truncated or
+damaged tar raises ``SourceFileError`` naming the file, the member and the byte offset.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from streaming.errors import SourceFileError
 from streaming.format.arrow_values import Decoded
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
-from streaming.format.sources import ChunkFile, SourceFormat, register_source
+from streaming.format.sources import SourceFormat, register_source
+from streaming.format.tar_walk import ByteCursor, TarLayout, walk_tar
 
 __all__ = ['WebDatasetSource', 'WebDatasetReader', 'group_members']
 
@@ -47,28 +49,10 @@ def group_members(where: str, members: Iterable[Member]) -> list[Sample]:
     return samples
 
 
-def _tar_errors() -> tuple[type[BaseException], ...]:
-    import tarfile
-    return (tarfile.TarError, EOFError, OSError)
-
-
-def _open_tar(where: str, **kwargs: Any) -> Any:
-    """``tarfile.open(**kwargs)``; a file that is no tar is a ``SourceFileError``."""
-    import tarfile
-    try:
-        return tarfile.open(**kwargs)
-    except _tar_errors() as error:
-        raise SourceFileError(f'{where}: not a tar file ({error}).') from None
-
-
-def _members(where: str, archive: Any) -> Iterator[Member]:
-    try:
-        for info in archive:
-            if info.isreg():
-                yield info.name, info.offset_data, info.size
-    except _tar_errors() as error:
-        raise SourceFileError(f'{where}: not a readable tar file ({error}); it is truncated or '
-                              f'corrupt.') from None
+def _layout_entry(layout: TarLayout, samples: int) -> dict[str, int]:
+    """What the index records of a tar's walk, checked again when the tar is read."""
+    return {'members': len(layout.members), 'headers': layout.headers, 'end': layout.end,
+            'samples': samples}
 
 
 class WebDatasetSource(SourceFormat):
@@ -77,40 +61,41 @@ class WebDatasetSource(SourceFormat):
     name = 'webdataset'
     extensions = ('.tar',)
     streamed = True
+    record_version = 2  # 2: tars walked by their own headers, the walk recorded per unit.
 
     def index_chunks(self, where: str, size: int, chunks: Iterator[bytes],
                      options: dict[str, Any]) -> dict[str, Any]:
-        stream = ChunkFile(chunks)
-        archive = _open_tar(where, fileobj=stream, mode='r|')
-        members = list(_members(where, archive))
-        for _, offset, length in members:
-            if offset + length > size:
-                raise SourceFileError(f'{where}: a member ends at byte {offset + length} but '
-                                      f'the file has {size}: it is truncated.')
-        stream.drain()  # The rest of the file (end-of-archive blocks, padding).
-        if stream.pos != size:
-            raise SourceFileError(f'{where}: read {stream.pos} bytes but the file has {size}: '
+        cursor = ByteCursor(chunks)
+        layout = walk_tar(where, cursor, size)
+        if cursor.pos != size:
+            raise SourceFileError(f'{where}: read {cursor.pos} bytes but the file has {size}: '
                                   f'it is truncated or changed while it was indexed.')
-        samples = group_members(where, members)
-        return {'schema': None, 'units': [{'samples': len(samples), 'ranges': [[0, size]]}]}
+        samples = group_members(where, layout.members)
+        return {'schema': None, 'units': [{'samples': len(samples), 'ranges': [[0, size]],
+                                           'layout': _layout_entry(layout, len(samples))}]}
+
+    def entry_extras(self, record: dict[str, Any], unit: dict[str, Any],
+                     columns: list[str] | None) -> dict[str, Any]:
+        return {'layout': unit['layout']}
 
 
 class WebDatasetReader(SourceReader):
-    """A whole tar file; sample ``i`` is its ``i``-th group of members."""
+    """A whole tar file; sample ``i`` is its ``i``-th group of members.
 
-    @classmethod
-    def warm_up(cls) -> None:
-        import tarfile  # noqa: F401 - decode's; imported now (see SourceReader.warm_up).
+    The tar is walked again, block by block, when first read; a walk that differs from the
+    index's (members, headers, where the archive ends) is a ``SourceFileError``.
+    """
 
     def decode(self) -> tuple[Decoded, int]:
-        where = self.source
-        with open(self.path(self.raw_data), 'rb') as handle:
-            archive = _open_tar(where, fileobj=handle, mode='r:')
-            samples = group_members(where, _members(where, archive))
-        if len(samples) != self.samples:
-            raise SourceFileError(f'{where} has {len(samples)} samples but the index says '
-                                  f'{self.samples}: the index is stale.')
+        where = f'{self.source} ({self.where()})'
         data = self.data()
+        layout = walk_tar(where, ByteCursor([data]), len(data))
+        samples = group_members(where, layout.members)
+        found = _layout_entry(layout, len(samples))
+        expected = {**found, **(self.layout or {}), 'samples': self.samples}
+        if found != expected:
+            raise SourceFileError(f'{where}: walked, it has {found} but the index says '
+                                  f'{expected}: the tar changed or the index is stale.')
         columns = self.columns
 
         def get(i: int) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from streaming.errors import ShardFileError, StreamingError
 
 __all__ = ['DownloadError', 'CorruptDownloadError', 'DiskFullError', 'TransientError',
-           'UploadError', 'MissingCredentialsError', 'MissingDependencyError',
-           'UnavailableSchemeError']
+           'ChangedWhileReadError', 'UploadError', 'MissingCredentialsError',
+           'MissingDependencyError', 'UnavailableSchemeError']
 
 
 class DownloadError(StreamingError, RuntimeError):
@@ -49,6 +49,13 @@ class TransientError(StreamingError, IOError):
         super().__init__(message)
         self.retry_after = retry_after
         self.throttled = throttled
+
+
+class ChangedWhileReadError(TransientError):
+    """A local file's size or modification time changed while it was being read.
+
+    Retried: the next attempt reads (and checks) the new version as a whole.
+    """
 
 
 class UploadError(StreamingError, RuntimeError):

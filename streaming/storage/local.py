@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any, Iterator
 from urllib.parse import unquote, urlparse
 
 from streaming.fileio import atomic_open, file_etag
 from streaming.storage.backend import Backend
 from streaming.storage.chunks import handle_chunks
+from streaming.storage.errors import ChangedWhileReadError
 from streaming.storage.objects import ObjectInfo, Response
 
 __all__ = ['LocalBackend', 'local_path']
@@ -28,6 +30,20 @@ def _copy_atomic(src: str, dst: str) -> None:
         shutil.copyfileobj(source, target, 1 << 20)
 
 
+def _unchanged_chunks(url: str, handle: Any, opened: os.stat_result, start: int,
+                      end: int | None) -> Iterator[bytes]:
+    """The chunks of ``handle``; the file must still be as ``opened`` once they are read."""
+    fileno = os.dup(handle.fileno())  # Stays open after handle_chunks closes the handle.
+    try:
+        yield from handle_chunks(handle, start, end, (), lambda error: error)
+        now = os.fstat(fileno)
+    finally:
+        os.close(fileno)
+    if (now.st_size, now.st_mtime_ns) != (opened.st_size, opened.st_mtime_ns):
+        raise ChangedWhileReadError(f'{url} changed while it was read (it was '
+                                    f'{file_etag(opened)} when opened, {file_etag(now)} after).')
+
+
 class LocalBackend(Backend):
     """Copies files between local paths, through a temporary name and a rename."""
 
@@ -45,12 +61,21 @@ class LocalBackend(Backend):
 
     def read(self, url: str, start: int = 0, end: int | None = None, *, timeout: float,
              etag: str | None = None) -> Response:
-        info = self.stat(url, timeout=timeout)
+        """Bytes ``[start, end)`` of the file, with the size and version tag of the file opened.
+
+        A change of either before the last chunk is read is a ``ChangedWhileReadError``.
+        """
+        path = local_path(url)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f'{url}: no such file.')
+        handle = open(path, 'rb')
+        opened = os.fstat(handle.fileno())
+        info = ObjectInfo(opened.st_size, file_etag(opened))
         if etag is not None and etag != info.etag:
+            handle.close()
             raise FileNotFoundError(f'{url} changed during the download.')
-        handle = open(local_path(url), 'rb')
         handle.seek(start)
-        return Response(info, handle_chunks(handle, start, end, (), lambda error: error))
+        return Response(info, _unchanged_chunks(url, handle, opened, start, end))
 
     def list_info(self, url: str) -> list[tuple[str, ObjectInfo]]:
         """Every file under ``url`` with its size and version tag (mtime and size)."""

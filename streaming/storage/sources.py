@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 
 from streaming.errors import StaleSourceError
 from streaming.fileio import create_temp, publish, remove_quietly
-from streaming.storage.errors import DownloadError
+from streaming.storage.errors import ChangedWhileReadError, DownloadError
 from streaming.storage.objects import ObjectInfo, ObjectStore
 from streaming.storage.registry import get_backend
 from streaming.storage.retry import RetriesExhausted, RetryPolicy, call_with_retries, describe
@@ -49,6 +49,8 @@ def _retried(operation, retries: int, what: str):  # noqa: ANN001, ANN202
         return call_with_retries(operation, retries=retries, policy=RetryPolicy.from_env(),
                                  what=what)
     except RetriesExhausted as failed:
+        if isinstance(failed.last, ChangedWhileReadError):  # Changing on every attempt.
+            raise StaleSourceError(f'{redact(what)}: {failed.last}') from None
         raise DownloadError(f'{redact(what)} failed after {failed.attempts} attempt(s): '
                             f'{describe(failed.last)}') from failed.last
 
@@ -90,11 +92,19 @@ def read_range(url: str, start: int, end: int, *, expect: ObjectInfo | None = No
 
 def read_chunks(url: str, *, expect: ObjectInfo | None = None, timeout: float = 60.0,
                 backend: ObjectStore | None = None) -> Iterator[bytes]:
-    """The whole of ``url`` as a stream of chunks (one GET: for one pass over a file)."""
+    """The whole of ``url`` as a stream of chunks (one GET: for one pass over a file).
+
+    A local file that changes while it is read raises ``StaleSourceError`` after its last chunk
+    (one pass is not retried: the caller indexes the file again on its next start).
+    """
     backend = backend or get_backend(url)
     response = backend.read(url, 0, None, timeout=timeout)
     _check_version(url, response.info, expect)
-    yield from response.chunks
+    try:
+        yield from response.chunks
+    except ChangedWhileReadError as error:
+        raise StaleSourceError(f'{redact(url)}: {error}; its content read may mix two '
+                               f'versions, so it is not used.') from None
 
 
 def fetch_ranges(url: str, path: str, ranges: Sequence[Sequence[int]], *,

@@ -7,11 +7,9 @@ typed errors (``StreamingError``), within a bounded time. Never a bare ``KeyErro
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import tempfile
 from collections import Counter
 from typing import Any, Iterator
@@ -23,6 +21,7 @@ from hypothesis import strategies as st
 
 from streaming import CSVWriter, JSONWriter, LocalDataset, MDSWriter, TSVWriter, XSVWriter
 from streaming.errors import StreamingError
+from tests.unit_helpers import time_limit
 
 FORMATS = ['mds', 'json', 'csv', 'tsv', 'xsv']
 COMPRESSIONS = [None, 'gz', 'bz2', 'zstd', 'br', 'snappy']
@@ -89,19 +88,6 @@ def _expected(datasets: dict, fmt: str, compression: str | None) -> list[dict[st
     return _baseline[key]
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: int) -> Iterator[None]:
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise TimeoutError(f'reading took more than {seconds} s: a hang')
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
     if a.keys() != b.keys():
         return False
@@ -121,7 +107,7 @@ def _read_or_refuse(root: str, expected: list[dict[str, Any]], **kwargs: Any) ->
 
     Any other exception fails the test.
     """
-    with _time_limit(SECONDS_PER_EXAMPLE):
+    with time_limit(SECONDS_PER_EXAMPLE):
         try:
             dataset = LocalDataset(root, **kwargs)
             got = [dataset[i] for i in range(len(dataset))]

@@ -46,3 +46,10 @@ def parquet_dir(tmp_path) -> str:
     root = str(tmp_path / 'data')
     write_parquet(root)
     return root
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's hook.
+    """The damage campaign's outcome counts, when it ran (see tests/sources/damage.py)."""
+    from tests.sources.damage import report_lines
+    for line in report_lines():
+        terminalreporter.write_line(line)
