@@ -234,7 +234,7 @@ def run_fleet(config: FleetConfig, work: str | None = None) -> dict[str, Any]:
     try:
         source = os.path.join(work, 'source')
         total = write_dataset(config, source)
-        limits = None if config.allow_rps is None else \
+        limits = None if not config.allow_rps else \
             StoreLimits(config.allow_rps, config.store, config.retry_after)
         profile = Profile(config.ttfb, config.conn_rate, config.link_rate)
         with MotoServer('fleet') as moto, \
