@@ -51,7 +51,7 @@ class Pacer:
 
     BETA = 0.7  # The share of its rate a node keeps at a refusal.
     COOLDOWN = 1.0  # Seconds between two cuts.
-    GROWTH = 0.1  # Per second while held back: this share of the rate before the last cut.
+    GROWTH = 0.05  # Per second while held back: this share of the rate before the last cut.
     MIN_RATE = 0.2  # Requests per second a throttled node may always send.
     TAU = 1.0  # Seconds over which the rates of answers and of requests are measured.
     JITTER = 0.2  # Turns are spaced 1/rate times a factor in [1 - JITTER/2, 1 + JITTER/2].
