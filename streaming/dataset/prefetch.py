@@ -484,7 +484,9 @@ class _Schedule:
                 self.queue.popleft()
                 if unstarted < 0:
                     unstarted = int(np.count_nonzero(states == REMOTE))
-                parts = _tail_parts(limit - len(self.futures), unstarted, limit)
+                # Paced (the store throttles): one GET per shard, each taking a turn.
+                parts = 1 if PACER.rate is not None else \
+                    _tail_parts(limit - len(self.futures), unstarted, limit)
                 unstarted -= 1
                 self.futures[self.pool.submit(owner.fetch, shard, first, parts)] = (shard, size)
                 if first > now:
