@@ -132,7 +132,9 @@ def _node_report(link: LinkEmulator, node: int, ranks: list[dict]) -> dict[str, 
     stats = link.stats(records=True, node=node)
     records = stats.pop('records')
     gets = [r for r in records if r[4].removeprefix('THROTTLED ').startswith('GET')]
-    late = [r for r in gets if r[0] >= 1.0]
+    # The node's first second: from its first GET of a shard (not of the index).
+    shard_gets = [r[0] for r in gets if '/shard.' in r[4]]
+    late = [r for r in gets if r[0] >= min(shard_gets, default=0.0) + 1.0]
     samples = sum(r['samples'] for r in ranks)
     read = max((r['read_s'] for r in ranks), default=0.0)
     return {
@@ -144,7 +146,17 @@ def _node_report(link: LinkEmulator, node: int, ranks: list[dict]) -> dict[str, 
         'bytes': stats['bytes_out'], 'busy_span_s': stats['busy_span_s'],
         'first_request_wall': stats['first_request_wall'],
         'ok_gets': sum(not r[4].startswith('THROTTLED') for r in gets),
+        # Per second since the node's first request: [GETs answered, GETs refused].
+        'timeline': _per_second(gets),
     }
+
+
+def _per_second(gets: list) -> list[list[int]]:
+    seconds = int(max((r[0] for r in gets), default=0)) + 1
+    timeline = [[0, 0] for _ in range(seconds)]
+    for start, _, _, _, what in gets:
+        timeline[int(start)][what.startswith('THROTTLED')] += 1
+    return timeline
 
 
 def _read_logs(phase_dir: str, upto: int | None = None) -> list[int]:

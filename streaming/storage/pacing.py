@@ -10,13 +10,13 @@ So every request of the node waits for its turn here (``wait_turn``):
 * **the first refusal sets the rate to what the store served**: the requests answered per
   second over about the last ``TAU`` seconds (a node's share of the budget, found without
   asking other nodes), or, before any answer, ``BETA`` of the rate the node was asking at.
-* **each later refusal cuts the rate** to ``BETA`` of itself, or to what the store served if
-  that is less (most requests refused; ``BETA**2`` at the least), once per ``COOLDOWN``
-  seconds (refusals of requests sent before a cut arrive after it and must not cut again);
-  never below ``MIN_RATE``.
+* **each later refusal cuts the rate** to ``BETA`` of itself, once per ``COOLDOWN`` seconds
+  (refusals of requests sent before a cut arrive after it and must not cut again); never below
+  ``MIN_RATE``. (Cutting to what was served instead starves a node whose share is small: it
+  sends little, so little is served, and it never grows back.)
 * **additive growth**: while requests are waiting for their turn, the rate grows by ``GROWTH``
-  of the rate before the last cut, per second. Nodes that grow by the same rule and cut by the
-  same factor converge to equal shares without talking to each other (AIMD).
+  of the rate before the last cut (plus ``MIN_STEP``), per second. Nodes that grow by the same
+  rule and cut by the same factor converge to equal shares without talking to each other (AIMD).
 
 Turns are spaced ``1/rate`` apart with a little jitter. The state lives in a few floats: a
 process's own by default; ``share`` puts it in a node-wide shared array under a node-wide lock,
@@ -53,6 +53,7 @@ class Pacer:
     COOLDOWN = 1.0  # Seconds between two cuts.
     GROWTH = 0.05  # Per second while held back: this share of the rate before the last cut.
     MIN_RATE = 0.2  # Requests per second a throttled node may always send.
+    MIN_STEP = 0.05  # Requests per second added per second at the least (a node cut deep).
     TAU = 1.0  # Seconds over which the rates of answers and of requests are measured.
     JITTER = 0.2  # Turns are spaced 1/rate times a factor in [1 - JITTER/2, 1 + JITTER/2].
 
@@ -116,12 +117,12 @@ class Pacer:
             state[_THROTTLES] += 1
             if state[_RATE] > 0 and now - state[_CUT_AT] < self.COOLDOWN:
                 return
-            served = self._rate_of(_OK, now)
             if state[_RATE] <= 0:  # The first refusal: what the store serves, or less.
+                served = self._rate_of(_OK, now)
                 new = served if served > 0 else self.BETA * self._rate_of(_SENT, now)
             else:
                 self._grow(now)
-                new = max(self.BETA ** 2 * state[_RATE], min(self.BETA * state[_RATE], served))
+                new = self.BETA * state[_RATE]
             state[_BASE] = max(state[_RATE], new)
             state[_RATE] = max(self.MIN_RATE, new)
             state[_CUT_AT] = state[_GREW_AT] = now
@@ -144,7 +145,8 @@ class Pacer:
     def _grow(self, now: float) -> None:
         state = self.state
         if now - state[_WAITED_AT] < 1.0 and now - state[_CUT_AT] >= self.COOLDOWN:
-            state[_RATE] += self.GROWTH * state[_BASE] * max(0.0, now - state[_GREW_AT])
+            step = self.GROWTH * state[_BASE] + self.MIN_STEP
+            state[_RATE] += step * max(0.0, now - state[_GREW_AT])
         state[_GREW_AT] = now
 
 

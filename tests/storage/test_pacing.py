@@ -75,14 +75,9 @@ def test_refusals_cut_the_rate_once_per_cooldown_and_never_below_the_floor() -> 
     for _ in range(10):  # A burst of refusals of requests sent before the cut: one cut only.
         pacer.throttled()
     assert pacer.rate == first and pacer.throttles == 11
-    for _ in range(40):  # Still served fast: the cut is BETA of the rate.
-        pacer.succeeded()
-        clock.sleep(Pacer.COOLDOWN / 39)
+    clock.sleep(Pacer.COOLDOWN)
     pacer.throttled()
     assert pacer.rate == pytest.approx(first * Pacer.BETA, rel=0.01)
-    clock.sleep(5 * Pacer.COOLDOWN)  # Nothing served since: a deeper cut (not to nothing).
-    pacer.throttled()
-    assert pacer.rate == pytest.approx(first * Pacer.BETA ** 3, rel=0.01)
     for _ in range(60):
         clock.sleep(Pacer.COOLDOWN)
         pacer.throttled()
@@ -102,7 +97,7 @@ def test_the_rate_grows_additively_only_while_requests_wait_for_turns() -> None:
     grown = pacer.rate
     assert grown > rate * 1.1
     # Additive: about GROWTH of the rate before the cut per second, not compounding.
-    assert grown - rate <= Pacer.GROWTH * rate * (clock.now - 1011.0) * 1.05 + 0.5
+    assert grown - rate <= (Pacer.GROWTH * rate + Pacer.MIN_STEP) * (clock.now - 1011.0) * 1.05
 
 
 def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget() -> None:
