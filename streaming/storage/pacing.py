@@ -144,7 +144,9 @@ class Pacer:
 
     def _grow(self, now: float) -> None:
         state = self.state
-        if now - state[_WAITED_AT] < 1.0 and now - state[_CUT_AT] >= self.COOLDOWN:
+        # Held back lately: a request waited for its turn within the last two turns (or second).
+        lately = max(1.0, 2.0 / state[_RATE]) if state[_RATE] > 0 else 1.0
+        if now - state[_WAITED_AT] < lately and now - state[_CUT_AT] >= self.COOLDOWN:
             step = self.GROWTH * state[_BASE] + self.MIN_STEP
             state[_RATE] += step * max(0.0, now - state[_GREW_AT])
         state[_GREW_AT] = now
