@@ -50,7 +50,7 @@ class Pacer:
     """Turns for requests; see the module's docstring for the rules."""
 
     BETA = 0.7  # The share of its rate a node keeps at a refusal.
-    COOLDOWN = 1.0  # Seconds between two cuts.
+    COOLDOWN = 0.5  # Seconds between two cuts.
     GROWTH = 0.05  # Per second while held back: this share of the rate before the last cut.
     MIN_RATE = 0.2  # Requests per second a throttled node may always send.
     MIN_STEP = 0.05  # Requests per second added per second at the least (a node cut deep).
