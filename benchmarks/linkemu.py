@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import statistics
@@ -43,6 +44,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from benchmarks.s3 import ServerProcess
+from benchmarks.store_limits import STYLES, StoreLimits
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTROL = '/__linkemu__/'
@@ -96,6 +98,7 @@ class Counters:
     def reset(self) -> None:
         self.requests: dict[str, int] = {}
         self.bytes_out = self.bytes_in = 0
+        self.throttled = 0  # Requests refused by the store's budget (store_limits).
         self.connections = self.open_connections = self.max_connections = 0
         self.in_flight = self.max_in_flight = 0
         self.area = 0.0  # Integral of transfers in flight over time.
@@ -134,7 +137,7 @@ class Counters:
             'requests': dict(self.requests),
             'get_requests': self.requests.get('GET', 0) + self.requests.get('GET_RANGE', 0),
             'head_requests': self.requests.get('HEAD', 0),
-            'bytes_out': self.bytes_out, 'bytes_in': self.bytes_in,
+            'bytes_out': self.bytes_out, 'bytes_in': self.bytes_in, 'throttled': self.throttled,
             'connections': self.connections, 'max_connections': self.max_connections,
             'max_in_flight': self.max_in_flight,
             'mean_in_flight': area / span if span > 0 else 0.0,
@@ -187,25 +190,39 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
 
 
 class Proxy:
-    """The asyncio reverse proxy: one instance per process, serving many connections."""
+    """The asyncio reverse proxy: one instance per process, serving many connections.
 
-    def __init__(self, upstream: str, profile: Profile) -> None:
+    With ``nodes`` > 1 it listens on that many ports, one per emulated node, each with its own
+    link bucket and counters (its stats are those of the port asked); ``limits``
+    (``store_limits.StoreLimits``) refuse requests beyond the store's budget, for all nodes
+    together, and ``bucket_rate`` caps the bytes/s the store sends to all of them.
+    """
+
+    def __init__(self, upstream: str, profile: Profile, nodes: int = 1,
+                 limits: StoreLimits | None = None, bucket_rate: float | None = None) -> None:
         parsed = urlparse(upstream)
         self.host, self.port = parsed.hostname or '127.0.0.1', parsed.port or 80
-        self.profile = profile
-        self.link = Bucket(profile.link_rate, max(profile.link_rate * BURST, 2 * profile.chunk))
-        self.counters = Counters()
+        self.profile, self.limits = profile, limits
+        burst = max(profile.link_rate * BURST, 2 * profile.chunk)
+        self.links = [Bucket(profile.link_rate, burst) for _ in range(nodes)]
+        self.store = None if bucket_rate is None else \
+            Bucket(bucket_rate, max(bucket_rate * BURST, 2 * profile.chunk))
+        self.node_counters = [Counters() for _ in range(nodes)]
+        self.link, self.counters = self.links[0], self.node_counters[0]
 
     async def serve(self, port: int, ready: Any = None) -> None:
-        server = await asyncio.start_server(self.handle, '127.0.0.1', port, limit=1 << 20,
-                                            backlog=1024)
+        servers = []
+        for node in range(len(self.links)):
+            handle = functools.partial(self.handle, node=node)
+            servers.append(await asyncio.start_server(handle, '127.0.0.1', port if not node
+                                                      else 0, limit=1 << 20, backlog=1024))
         if ready is not None:
-            ready(server.sockets[0].getsockname()[1])
-        async with server:
-            await server.serve_forever()
+            ready(*[server.sockets[0].getsockname()[1] for server in servers])
+        await asyncio.gather(*(server.serve_forever() for server in servers))
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        c = self.counters
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     node: int = 0) -> None:
+        c = self.node_counters[node]
         c.connections += 1
         c.open_connections += 1
         c.max_connections = max(c.max_connections, c.open_connections)
@@ -219,7 +236,8 @@ class Proxy:
                     head = await reader.readuntil(b'\r\n\r\n')
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
-                keep, upstream = await self.exchange(head, reader, writer, conn, upstream)
+                keep, upstream = await self.exchange(head, reader, writer, conn, upstream,
+                                                     node)
                 if not keep:
                     return
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
@@ -231,14 +249,16 @@ class Proxy:
                     w.close()
 
     async def exchange(self, head: bytes, reader: asyncio.StreamReader,
-                       writer: asyncio.StreamWriter, conn: Bucket, upstream: Any) -> tuple:
+                       writer: asyncio.StreamWriter, conn: Bucket, upstream: Any,
+                       node: int = 0) -> tuple:
         """One request and its response; (keep the client connection, upstream pair)."""
         loop = asyncio.get_running_loop()
         start = loop.time()
         first, headers = _parse_head(head)
         method, target = first.split(' ', 2)[:2]
+        counters = self.node_counters[node]
         if target.startswith(CONTROL):
-            await self.control(method, target, reader, headers, writer)
+            await self.control(method, target, reader, headers, writer, counters)
             return True, upstream
         if (_header(headers, 'expect') or '').lower() == '100-continue':
             headers = [(k, v) for k, v in headers if k.lower() != 'expect']
@@ -250,10 +270,18 @@ class Proxy:
             headers.append(('Content-Length', str(len(body))))
         elif _header(headers, 'content-length'):
             body = await reader.readexactly(int(_header(headers, 'content-length') or 0))
-        self.counters.bytes_in += len(body)
-        self.counters.begin(method, _header(headers, 'range') is not None, start)
+        counters.bytes_in += len(body)
+        counters.begin(method, _header(headers, 'range') is not None, start)
         sent, first_at = 0, start
         what = f'{method}{" range" if _header(headers, "range") else ""} {target}'
+        if self.limits is not None and method in ('GET', 'HEAD') and \
+                not self.limits.admit(target, start):
+            counters.throttled += 1
+            await asyncio.sleep(self.profile.ttfb)
+            writer.write(self.limits.refusal(target))
+            await writer.drain()
+            counters.end(start, loop.time(), loop.time(), 0, f'THROTTLED {what}')
+            return True, upstream
         try:
             up_head = None
             for attempt in range(2):  # A kept-alive upstream connection may have closed.
@@ -284,7 +312,7 @@ class Proxy:
             elif (_header(out_headers, 'transfer-encoding') or '').lower() == 'chunked':
                 data = await _read_chunked(up_reader)
                 sent = await self.send(b'%x\r\n' % len(data) + data + b'\r\n0\r\n\r\n'
-                                       if data else b'0\r\n\r\n', writer, conn)
+                                       if data else b'0\r\n\r\n', writer, conn, node)
             elif _header(out_headers, 'content-length') is not None:
                 left = int(_header(out_headers, 'content-length') or 0)
                 while left:
@@ -292,10 +320,10 @@ class Proxy:
                     if not data:
                         raise ConnectionError('upstream closed mid-body')
                     left -= len(data)
-                    sent += await self.send(data, writer, conn)
+                    sent += await self.send(data, writer, conn, node)
             else:  # Body until the server closes.
                 while data := await up_reader.read(self.profile.chunk):
-                    sent += await self.send(data, writer, conn)
+                    sent += await self.send(data, writer, conn, node)
                 close_after = True
             if close_after:
                 upstream[1].close()
@@ -304,36 +332,38 @@ class Proxy:
                 not (close_after and _header(out_headers, 'content-length') is None)
             return keep, upstream
         finally:
-            self.counters.end(start, first_at, loop.time(), sent, what)
+            counters.end(start, first_at, loop.time(), sent, what)
 
-    async def send(self, data: bytes, writer: asyncio.StreamWriter, conn: Bucket) -> int:
-        """Write ``data`` to the client, paced by the connection's and the link's buckets."""
+    async def send(self, data: bytes, writer: asyncio.StreamWriter, conn: Bucket,
+                   node: int = 0) -> int:
+        """Write ``data`` to the client, paced by the connection's, the node's link's and the
+        store's buckets."""
         loop = asyncio.get_running_loop()
         view = memoryview(data)
         step = self.profile.chunk
+        buckets = [conn, self.links[node]] + ([self.store] if self.store else [])
         for at in range(0, len(view), step):
             piece = view[at:at + step]
-            wait = conn.delay(len(piece), loop.time())
-            if wait > 0:
-                await asyncio.sleep(wait)
-            wait = self.link.delay(len(piece), loop.time())
-            if wait > 0:
-                await asyncio.sleep(wait)
+            for bucket in buckets:
+                wait = bucket.delay(len(piece), loop.time())
+                if wait > 0:
+                    await asyncio.sleep(wait)
             writer.write(piece)
             await writer.drain()
-            self.counters.bytes_out += len(piece)
+            self.node_counters[node].bytes_out += len(piece)
         return len(data)
 
     async def control(self, method: str, target: str, reader: asyncio.StreamReader,
-                      headers: list[tuple[str, str]], writer: asyncio.StreamWriter) -> None:
+                      headers: list[tuple[str, str]], writer: asyncio.StreamWriter,
+                      counters: Counters) -> None:
         length = int(_header(headers, 'content-length') or 0)
         if length:
             await reader.readexactly(length)
         if target.startswith(CONTROL + 'reset') and method == 'POST':
-            self.counters.reset()
+            counters.reset()
             payload: dict[str, Any] = {'reset': True}
         else:
-            payload = self.counters.summary(records='records=1' in target)
+            payload = counters.summary(records='records=1' in target)
             payload['profile'] = asdict(self.profile)
         data = json.dumps(payload).encode()
         writer.write(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n'
@@ -355,46 +385,60 @@ class LinkEmulator(ServerProcess):
     """``with LinkEmulator(upstream, profile) as link:`` the proxy in its own process.
 
     ``link.endpoint`` is the URL for clients; ``stats()`` and ``reset()`` read and clear its
-    counters.
+    counters. With ``nodes`` > 1, ``endpoints[i]`` is node ``i``'s (its own link and counters:
+    ``stats(node=i)``); ``limits`` is the store's request budget and ``bucket_rate`` its
+    bytes/s for every node together (``Proxy``).
     """
 
-    def __init__(self, upstream: str, profile: Profile) -> None:
+    def __init__(self, upstream: str, profile: Profile, nodes: int = 1,
+                 limits: StoreLimits | None = None, bucket_rate: float | None = None) -> None:
         self.upstream, self.profile = upstream, profile
+        self.nodes, self.limits, self.bucket_rate = nodes, limits, bucket_rate
         self.endpoint = ''
+        self.endpoints: list[str] = []
         self._process: subprocess.Popen | None = None
 
     def __enter__(self) -> LinkEmulator:
         p = self.profile
-        self._process = subprocess.Popen(
-            [sys.executable, '-m', 'benchmarks.linkemu', 'serve', '--upstream', self.upstream,
-             '--port', '0', '--ttfb', str(p.ttfb), '--conn-rate', str(p.conn_rate),
-             '--link-rate', str(p.link_rate)],
-            cwd=REPO, stdout=subprocess.PIPE, text=True)
+        command = [sys.executable, '-m', 'benchmarks.linkemu', 'serve', '--upstream',
+                   self.upstream, '--port', '0', '--ttfb', str(p.ttfb), '--conn-rate',
+                   str(p.conn_rate), '--link-rate', str(p.link_rate), '--nodes', str(self.nodes)]
+        if self.limits is not None:
+            command += ['--allow-rps', str(self.limits.allow_rps), '--throttle-style',
+                        self.limits.style]
+            if self.limits.retry_after is not None:
+                command += ['--retry-after', str(self.limits.retry_after)]
+        if self.bucket_rate is not None:
+            command += ['--bucket-rate', str(self.bucket_rate)]
+        self._process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
         line = self._process.stdout.readline()  # type: ignore[union-attr]
         if not line.startswith('LINKEMU_PORT '):
             self.close()
             raise RuntimeError(f'the link emulator did not start (said {line!r})')
-        self.endpoint = f'http://127.0.0.1:{int(line.split()[1])}'
+        self.endpoints = [f'http://127.0.0.1:{int(port)}' for port in line.split()[1:]]
+        self.endpoint = self.endpoints[0]
         return self
 
-    def stats(self, records: bool = False) -> dict[str, Any]:
-        url = f'{self.endpoint}{CONTROL}stats{"?records=1" if records else ""}'
+    def stats(self, records: bool = False, node: int = 0) -> dict[str, Any]:
+        url = f'{self.endpoints[node]}{CONTROL}stats{"?records=1" if records else ""}'
         with urllib.request.urlopen(url, timeout=30) as response:
             return json.loads(response.read())
 
-    def reset(self) -> None:
-        request = urllib.request.Request(f'{self.endpoint}{CONTROL}reset', data=b'',
+    def reset(self, node: int = 0) -> None:
+        request = urllib.request.Request(f'{self.endpoints[node]}{CONTROL}reset', data=b'',
                                          method='POST')
         with urllib.request.urlopen(request, timeout=30) as response:
             response.read()
 
 
-def serve(upstream: str, port: int, profile: Profile) -> None:
-    """Run the proxy in this process until killed; prints ``LINKEMU_PORT <port>`` when ready."""
-    def ready(bound: int) -> None:
-        print(f'LINKEMU_PORT {bound}', flush=True)
+def serve(upstream: str, port: int, profile: Profile, nodes: int = 1,
+          limits: StoreLimits | None = None, bucket_rate: float | None = None) -> None:
+    """Run the proxy in this process until killed; prints ``LINKEMU_PORT <port>...`` (one per
+    node) when ready."""
+    def ready(*bound: int) -> None:
+        print('LINKEMU_PORT ' + ' '.join(map(str, bound)), flush=True)
 
-    asyncio.run(Proxy(upstream, profile).serve(port, ready))
+    asyncio.run(Proxy(upstream, profile, nodes, limits, bucket_rate).serve(port, ready))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -407,6 +451,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--ttfb', type=float, help='seconds; overrides the profile')
     parser.add_argument('--conn-rate', type=float, help='bytes/s; overrides the profile')
     parser.add_argument('--link-rate', type=float, help='bytes/s; overrides the profile')
+    parser.add_argument('--nodes', type=int, default=1, help='serve: one port (link) per node')
+    parser.add_argument('--allow-rps', type=float, help='serve: the store\'s requests/s per '
+                        'prefix; more are refused (see --throttle-style)')
+    parser.add_argument('--throttle-style', choices=STYLES, default='s3')
+    parser.add_argument('--retry-after', type=float, help='serve: Retry-After of refusals')
+    parser.add_argument('--bucket-rate', type=float, help='serve: the store\'s bytes/s to all '
+                        'nodes together')
     parser.add_argument('--seconds', type=float, default=2.0, help='self-check transfer length')
     parser.add_argument('--connections', type=int, help='self-check parallel connections')
     parser.add_argument('--json', action='store_true', help='self-check: print JSON')
@@ -418,7 +469,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == 'serve':
         if not args.upstream:
             parser.error('serve needs --upstream')
-        serve(args.upstream, args.port, profile)
+        limits = None if args.allow_rps is None else \
+            StoreLimits(args.allow_rps, args.throttle_style, args.retry_after)
+        serve(args.upstream, args.port, profile, args.nodes, limits, args.bucket_rate)
     elif args.self_check:
         from benchmarks.linkemu_check import report, self_check
         check = self_check(profile, args.seconds, args.connections, args.mode)

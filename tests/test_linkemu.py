@@ -52,3 +52,24 @@ def test_self_check_delivers_the_profile_within_tolerance(mode, request):
     probe = check['probe_stats']  # Five timed GETs of a small object, a HEAD, a ranged GET.
     assert probe['requests'] == {'GET': 5, 'HEAD': 1, 'GET_RANGE': 1}
     assert probe['get_requests'] == 6 and probe['head_requests'] == 1
+
+
+@pytest.mark.parametrize('style,status,code', [('s3', 503, 'SlowDown'), ('gcs', 429, '429'),
+                                               ('azure', 503, 'ServerBusy')])
+def test_the_store_budget_refuses_beyond_its_rate_as_the_real_stores_do(style, status, code):
+    """A prefix's budget: its burst at once, then allow_rps per second; refusals use no token,
+    and our S3 backend reads each refusal as throttling (with its Retry-After)."""
+    from benchmarks.store_limits import StoreLimits
+    from streaming.storage.s3 import S3Backend
+    limits = StoreLimits(allow_rps=10.0, style=style, retry_after=2.0)
+    admitted = [limits.admit(f'/bucket/ds/shard.{i:05}.mds', now=0.0) for i in range(15)]
+    assert admitted == [True] * 10 + [False] * 5
+    assert limits.admit('/bucket/other/x', now=0.0)  # Another prefix has its own budget.
+    assert limits.admit('/bucket/ds/a', now=0.1) and not limits.admit('/bucket/ds/b', now=0.1)
+    head, _, body = limits.refusal('/bucket/ds/a').partition(b'\r\n\r\n')
+    assert head.startswith(b'HTTP/1.1 %d ' % status) and b'Retry-After: 2' in head
+    assert code.encode() in body or style == 'gcs'
+    error = S3Backend()._translate_response('s3://bucket/ds/a', {
+        'ResponseMetadata': {'HTTPStatusCode': status, 'HTTPHeaders': {'retry-after': '2'}},
+        'Error': {'Code': code}}, 'GetObject')
+    assert error.throttled and error.retry_after == 2.0

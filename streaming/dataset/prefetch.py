@@ -20,9 +20,10 @@ the ones needed first start. The epoch's order is known before its first sample,
 * **how many in flight.** ``STREAMING_DOWNLOADS_IN_FLIGHT`` (an integer), or by default an
   adaptive count (``Concurrency``): it starts at ``START``, grows while each transfer receives
   as fast as the best seen (the link has room), settles where the link is full, and halves
-  when the store throttles or downloads fail. The epoch's last shards are fetched as ranged
-  parts (``_tail_parts``), so that they do not trickle in over one capped connection each
-  while the link idles.
+  when the store throttles or downloads fail; readers' own downloads count toward it. Under
+  throttling the node's request rate is paced (``storage.pacing``, one pace for the node's
+  processes). The epoch's last shards are fetched as ranged parts (``_tail_parts``), so that
+  they do not trickle in over one capped connection each while the link idles.
 * **how far ahead.** An explicit ``predownload`` bounds the lookahead as in the reference
   (samples per worker ahead of the slowest reader); by default the lookahead is bounded only by
   bytes: ``share_of`` ``cache_limit``, or ``AUTO_AHEAD_BYTES`` without a limit. Under a limit,
@@ -50,11 +51,12 @@ from typing import Callable
 import numpy as np
 
 from streaming.coord import Lease, SharedDir
-from streaming.dataset.cache import LOCAL, REMOTE, ShardCache
+from streaming.dataset.cache import LOCAL, PREPARING, REMOTE, ShardCache
 from streaming.dataset.preload import preload_for_downloads
 from streaming.order.first_use import iter_first_uses, last_uses, sample_time
 from streaming.storage.download import in_parts
 from streaming.storage.meter import METER, Meter
+from streaming.storage.pacing import PACER, PACING_FIELDS
 
 __all__ = ['AUTO_AHEAD_BYTES', 'IN_FLIGHT_ENV', 'Concurrency', 'NodePrefetch', 'Progress',
            'in_flight_setting', 'prefetch_arrays']
@@ -73,7 +75,8 @@ _GEN, _EPOCH, _START, _WORKERS, _COMPLETE = range(5)
 def prefetch_arrays(local_world_size: int) -> dict[str, tuple[str, tuple]]:
     """The shared arrays the node's schedule needs, for the ``SharedDir`` to create."""
     return {'prefetch_plan': ('int64', (5,)),
-            'prefetch_progress': ('int64', (local_world_size, MAX_WORKERS))}
+            'prefetch_progress': ('int64', (local_world_size, MAX_WORKERS)),
+            'download_pacing': ('float64', (PACING_FIELDS,))}
 
 
 def in_flight_setting() -> int | None:
@@ -100,12 +103,15 @@ class Concurrency:
     the count doubles; below it, the link (or this process) is full, so the count becomes
     what carries the bytes at the best rate per connection ever seen (``count * rate / peak``,
     plus ``headroom`` for transfers waiting for their first byte) and stays there for ``rest``
-    seconds, after which the best is measured afresh and growth is tried again. A throttled or
-    failed download halves the count (not below ``LOW``).
+    seconds, after which the best is measured afresh and growth is tried again. A failed
+    download halves the count (not below ``LOW``); so does a refusal by a throttling store (not
+    below ``THROTTLED_LOW``: the node's request rate is then set by ``storage.pacing``, and the
+    count only has to keep enough downloads waiting for their turns).
     """
 
     START, LOW, HIGH = 16, 2, 64
     FLOOR = 8  # Lowest count a full link sets (a slower rate may be noise, not congestion).
+    THROTTLED_LOW = 4
 
     def __init__(self, fixed: int | None = None, window: float = 0.25, hold: float = 0.85,
                  headroom: float = 1.5, settle: float = 0.1, rest: float = 5.0,
@@ -123,12 +129,16 @@ class Concurrency:
         self._peak = 0.0  # Best rate per connection ever: what one uncrowded transfer gets.
         self._mark = (0, 0.0)
 
-    def failed(self, now: float | None = None) -> None:
-        """A download failed or was throttled: halve the count, grow nothing for a while."""
+    def failed(self, now: float | None = None, low: int | None = None) -> None:
+        """A download failed: halve the count (not below ``low``), grow nothing for a while."""
         if self.fixed is None:
-            self.value = max(self.LOW, self.value // 2)
+            self.value = max(self.LOW if low is None else low, self.value // 2)
             self._frozen = (time.monotonic() if now is None else now) + self.rest
             self._since = None
+
+    def throttled(self, now: float | None = None) -> None:
+        """The store refused requests (the pacer now sets the rate): fewer downloads queued."""
+        self.failed(now, min(self.value, self.THROTTLED_LOW))
 
     def update(self, now: float, held_back: bool) -> None:
         """Called as the scheduler loops; ``held_back``: downloads waited for this count."""
@@ -209,6 +219,8 @@ class NodePrefetch:
         self.shared, self.cache, self.shard_starts = shared, cache, shard_starts
         self.order_for, self.batch_size, self.ahead = order_for, batch_size, ahead
         self.lease = Lease(shared.file_path('downloader.lease'))
+        # Every download of the node takes its turns from one pace under throttling.
+        PACER.share(shared.array('download_pacing'), shared.lock('pacing'))
         # The schedule's threads must never import a module first (a worker forked meanwhile
         # would deadlock on its import lock): import what they use now, in this thread.
         preload_for_downloads(cache.streams)
@@ -360,6 +372,15 @@ class _Schedule:
         self.concurrency = Concurrency(in_flight_setting())
         self.futures: dict[Future, tuple[int, int]] = {}
         self.generation = -1
+        self.throttles = PACER.throttles
+
+    def _others_in_flight(self, states: np.ndarray) -> int:
+        """Downloads of the node's readers (not this schedule's): they share the count."""
+        preparing = int(np.count_nonzero(states == PREPARING))
+        if not preparing:
+            return 0
+        mine = [shard for shard, _ in self.futures.values()]
+        return max(0, preparing - int(np.count_nonzero(states[mine] == PREPARING)))
 
     def _begin(self, plan: np.ndarray) -> None:
         owner = self.owner
@@ -441,8 +462,9 @@ class _Schedule:
                 self.ahead.popleft()
             ahead_bytes = sum(size for _, size in self.ahead)
             limit = self.concurrency.value
+            others = self._others_in_flight(states)
             unstarted = -1  # Shards nobody fetches yet, counted when first needed.
-            while len(self.futures) < limit:
+            while len(self.futures) + others < limit:
                 item = self._next()
                 if item is None:
                     break
@@ -461,7 +483,9 @@ class _Schedule:
                 self.queue.popleft()
                 if unstarted < 0:
                     unstarted = int(np.count_nonzero(states == REMOTE))
-                parts = _tail_parts(limit - len(self.futures), unstarted, limit)
+                # Paced (the store throttles): one GET per shard, each taking a turn.
+                parts = 1 if PACER.rate is not None else \
+                    _tail_parts(limit - len(self.futures), unstarted, limit)
                 unstarted -= 1
                 self.futures[self.pool.submit(owner.fetch, shard, first, parts)] = (shard, size)
                 if first > now:
@@ -474,7 +498,7 @@ class _Schedule:
                         plan[_COMPLETE] = self.generation
                         return
                 continue
-            held_back = len(self.futures) >= limit
+            held_back = len(self.futures) + others >= limit
             if self.futures:
                 done, _ = wait(list(self.futures), timeout=0.05, return_when=FIRST_COMPLETED)
             else:
@@ -485,4 +509,7 @@ class _Schedule:
                 self.futures.pop(future)
                 if future.exception() is not None:
                     self.concurrency.failed()  # The reader will fetch it and report the error.
+            if PACER.throttles != self.throttles:  # Refused requests, anywhere on the node.
+                self.throttles = PACER.throttles
+                self.concurrency.throttled()
             self.concurrency.update(time.monotonic(), held_back)

@@ -5,7 +5,9 @@
 - is atomic: bytes go to a temporary file beside the destination (``streaming.fileio``) and
   are renamed into place only once complete and checked (``verify``);
 - retries with the shared policy (``retry``): backoff with jitter, ``Retry-After`` honoured,
-  wrong sizes and checksums fetched again;
+  wrong sizes and checksums fetched again; a throttling store's refusals use up no attempt:
+  requests are paced node-wide (``pacing``) and a download fails on refusals alone only
+  once the store has refused it for ``timeout`` seconds in a row;
 - enforces ``timeout`` on every backend through the stall watchdog (``watchdog``);
 - fetches large objects as parallel ranged GETs pinned to one ETag, resuming from a journal of
   finished parts (``ranged``);
@@ -26,6 +28,7 @@ from typing import Iterator
 from streaming.fileio import create_temp, remove_quietly
 from streaming.storage.errors import CorruptDownloadError, DiskFullError, DownloadError
 from streaming.storage.objects import ObjectInfo, ObjectStore
+from streaming.storage.pacing import PACER
 from streaming.storage.ranged import download_in_parts, read_range_into
 from streaming.storage.registry import get_backend
 from streaming.storage.retry import (
@@ -188,12 +191,14 @@ def download_file(url: str, local_path: str, *, retries: int = 2, timeout: float
                   one_get: bool = False) -> str:
     """Download ``url`` to ``local_path`` (atomically, verified); returns ``local_path``.
 
-    ``retries`` extra attempts follow a failed one; ``timeout`` is the longest any request may go
-    without receiving data; ``size``, when known, is the expected byte count; ``check(path)``
-    returns a description of what is wrong with a downloaded temporary file (e.g. a checksum
-    mismatch, see ``hash_check``), or None, and a wrong file is downloaded again. ``one_get``:
-    the object is known to be small (an index), so one GET without asking its size first (a
-    round trip saved; a missing object still gets the HEAD, whose error is the one raised).
+    ``retries`` extra attempts follow a failed one (a throttling store's refusal is not one);
+    ``timeout`` is the longest any request may go without receiving data, and the longest the
+    store may refuse every request; ``size``, when known, is the expected byte count;
+    ``check(path)`` returns a description of what is wrong with a downloaded temporary file
+    (e.g. a checksum mismatch, see ``hash_check``), or None, and a wrong file is downloaded
+    again. ``one_get``: the object is known to be small (an index), so one GET without asking
+    its size first (a round trip saved; a missing object still gets the HEAD, whose error is
+    the one raised).
 
     Raises FileNotFoundError (no such object), PermissionError (access denied), DiskFullError,
     or, once every attempt has failed, DownloadError (CorruptDownloadError if the bytes kept
@@ -239,12 +244,15 @@ def _download(backend: ObjectStore, url: str, local_path: str, retries: int, tim
 
     try:
         return call_with_retries(attempt, retries=retries, policy=config.retry_policy,
-                                 what=f'Download of {url}', explain=_explain)
+                                 what=f'Download of {url}', explain=_explain, pacer=PACER,
+                                 throttle_limit=timeout)
     except RetriesExhausted as failed:
         kind = CorruptDownloadError if isinstance(failed.last, WrongBytes) else DownloadError
+        why = '' if failed.throttled_for is None else \
+            f' (the store refused every request for {failed.throttled_for:.1f}s)'
         raise kind(f'Downloading {redact(url)} to {local_path} failed after {failed.attempts} '
-                   f'attempt(s) in {failed.elapsed:.1f}s; last error: {_explain(failed.last)}'
-                   ) from failed.last
+                   f'attempt(s) in {failed.elapsed:.1f}s{why}; last error: '
+                   f'{_explain(failed.last)}') from failed.last
 
 
 def _split(config: DownloadConfig, size: int | None) -> DownloadConfig:

@@ -4,7 +4,9 @@
 - how long to wait before the next one (``RetryPolicy.delay``: exponential backoff with
   jitter, longer when throttled, never shorter than the server's ``Retry-After``);
 - the loop itself (``call_with_retries``), which logs each failure and, once every attempt has
-  failed, raises ``RetriesExhausted`` for the caller to turn into its own error.
+  failed, raises ``RetriesExhausted`` for the caller to turn into its own error. A throttling
+  store's refusal is not a failed attempt: it is retried (paced by ``pacing``) until the store
+  has refused for too long.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, TypeVar
 
 from streaming.storage.errors import DiskFullError, TransientError
+from streaming.storage.pacing import Pacer
 from streaming.storage.secrets import redact, redact_sdk_logs, scrub_exception
 
 __all__ = ['DISK_ERRNOS', 'THROTTLED_STATUSES', 'RetriesExhausted', 'RetryPolicy',
-           'call_with_retries', 'describe', 'is_fatal', 'parse_retry_after', 'retry_after']
+           'call_with_retries', 'describe', 'is_fatal', 'is_throttled', 'parse_retry_after',
+           'retry_after']
 
 logger = logging.getLogger(__name__)
 
@@ -127,11 +131,13 @@ class RetryPolicy:
 
 
 class RetriesExhausted(Exception):
-    """Every attempt failed; ``last`` is the last error."""
+    """Every attempt failed, or the store refused them for too long; ``last``: the last error."""
 
-    def __init__(self, last: BaseException, attempts: int, elapsed: float) -> None:
+    def __init__(self, last: BaseException, attempts: int, elapsed: float,
+                 throttled_for: float | None = None) -> None:
         super().__init__(f'{attempts} attempt(s) failed in {elapsed:.1f}s: {describe(last)}')
         self.last, self.attempts, self.elapsed = last, attempts, elapsed
+        self.throttled_for = throttled_for  # Seconds of refusals in a row, if that ended it.
 
 
 def describe(error: BaseException) -> str:
@@ -139,38 +145,74 @@ def describe(error: BaseException) -> str:
     return redact(f'{type(error).__name__}: {str(error) or repr(error)}')
 
 
+def is_throttled(error: BaseException) -> bool:
+    """Whether ``error`` is the store asking to slow down (not a failure of the request)."""
+    return isinstance(error, TransientError) and error.throttled
+
+
 def call_with_retries(operation: Callable[[], T], *, retries: int, policy: RetryPolicy,
                       what: str, fatal: Callable[[BaseException], bool] = is_fatal,
-                      explain: Callable[[BaseException], str] = describe) -> T:
+                      explain: Callable[[BaseException], str] = describe,
+                      pacer: Pacer | None = None, throttle_limit: float | None = None) -> T:
     """``operation()``, tried up to ``retries + 1`` times; its result.
 
     A fatal error (``fatal(error)``) propagates at once, unchanged. Other errors are logged
     (``what`` names the transfer; ``explain`` words the error) and retried after
     ``policy.delay``; when none is left, ``RetriesExhausted`` carries the last one.
+
+    A refusal by a throttling store (``is_throttled``) is not a failed attempt: it is retried
+    without using one up, for as long as the store has refused every attempt for less than
+    ``throttle_limit`` seconds (None: retries only). With a ``pacer``, every attempt waits for
+    its turn there first and reports whether the store refused it.
     """
     if retries < 0:
         raise ValueError(f'retries must be >= 0, got {retries}.')
     redact_sdk_logs()  # Before the first transfer: SDK DEBUG logs quote endpoint URLs.
     attempts = retries + 1
     started = time.monotonic()
-    for attempt in range(attempts):
+    failures = throttles = 0
+    refused_since: float | None = None  # Start of the current run of refusals.
+    while True:
+        if pacer is not None:
+            pacer.wait_turn(None if refused_since is None or throttle_limit is None
+                            else refused_since + throttle_limit)
         try:
             result = operation()
         except Exception as error:
             scrub_exception(error)  # SDK messages may quote endpoint URLs with passwords.
             if fatal(error):
                 raise
-            if attempt + 1 == attempts:
-                logger.warning('%s: attempt %d of %d failed: %s', redact(what), attempt + 1,
+            now = time.monotonic()
+            if is_throttled(error) and throttle_limit is not None:
+                if pacer is not None:
+                    pacer.throttled()
+                refused_since = now if refused_since is None else refused_since
+                throttles += 1
+                if now - refused_since < throttle_limit:
+                    wait = min(policy.delay(min(throttles - 1, 2), error),
+                               max(0.0, refused_since + throttle_limit - now))
+                    logger.info('%s: throttled (%d so far): %s; retrying in %.2fs',
+                                redact(what), throttles, explain(error), wait)
+                    time.sleep(wait)
+                    continue
+                logger.warning('%s: the store refused every attempt for %.1fs: %s',
+                               redact(what), now - refused_since, explain(error))
+                raise RetriesExhausted(error, failures + throttles, now - started,
+                                       throttled_for=now - refused_since) from error
+            refused_since = None
+            failures += 1
+            if failures == attempts:
+                logger.warning('%s: attempt %d of %d failed: %s', redact(what), failures,
                                attempts, explain(error))
-                raise RetriesExhausted(error, attempts, time.monotonic() - started) from error
-            wait = policy.delay(attempt, error)
+                raise RetriesExhausted(error, failures + throttles, now - started) from error
+            wait = policy.delay(failures - 1, error)
             logger.warning('%s: attempt %d of %d failed: %s; retrying in %.2fs', redact(what),
-                           attempt + 1, attempts, explain(error), wait)
+                           failures, attempts, explain(error), wait)
             time.sleep(wait)
             continue
-        if attempt:
-            logger.info('%s: succeeded on attempt %d of %d.', redact(what), attempt + 1,
-                        attempts)
+        if pacer is not None:
+            pacer.succeeded()
+        if failures or throttles:
+            logger.info('%s: succeeded on attempt %d of %d (after %d throttled).', redact(what),
+                        failures + 1, attempts, throttles)
         return result
-    raise AssertionError('unreachable')  # pragma: no cover

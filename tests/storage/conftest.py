@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from streaming.storage import registry
+from streaming.storage.pacing import PACER
 from tests.storage import servers
 
 # Distinctive fake secrets: tests assert they never appear in messages, logs or reprs.
@@ -48,6 +49,7 @@ def _isolated_env(monkeypatch, tmp_path):
     monkeypatch.setenv('STREAMING_DOWNLOAD_BACKOFF', '0.05')
     monkeypatch.setenv('STREAMING_DOWNLOAD_BACKOFF_MAX', '0.5')
     monkeypatch.setattr(registry, '_instances', {})
+    PACER.reset()  # A throttled test's pacing must not slow the next test's downloads.
 
 
 def new_name(prefix: str = 'test') -> str:

@@ -1,0 +1,161 @@
+"""How fast to send requests to a store that throttles: AIMD on the request rate, per node.
+
+A store refuses requests beyond its request-rate budget (S3 ``503 SlowDown``, GCS ``429``,
+Azure ``503 ServerBusy``). Retrying each refusal on its own schedule keeps the node asking at
+the rate that was refused; halving how many downloads are in flight does not help either once
+one download at a time already asks faster than the node's share (a 4 MB shard takes ~0.4 s).
+So every request of the node waits for its turn here (``wait_turn``):
+
+* **unlimited until the first refusal.** No pacing at all while the store says nothing.
+* **the first refusal sets the rate to what the store served**: the requests answered per
+  second over about the last ``TAU`` seconds (a node's share of the budget, found without
+  asking other nodes), or, before any answer, ``BETA`` of the rate the node was asking at.
+* **each later refusal cuts the rate** to ``BETA`` of itself, once per ``COOLDOWN`` seconds
+  (refusals of requests sent before a cut arrive after it and must not cut again); never below
+  ``MIN_RATE``. (Cutting to what was served instead starves a node whose share is small: it
+  sends little, so little is served, and it never grows back.)
+* **additive growth**: while requests are waiting for their turn, the rate grows by ``GROWTH``
+  of the rate before the last cut (plus ``MIN_STEP``), per second. Nodes that grow by the same
+  rule and cut by the same factor converge to equal shares without talking to each other (AIMD).
+
+Turns are spaced ``1/rate`` apart with a little jitter. The state lives in a few floats: a
+process's own by default; ``share`` puts it in a node-wide shared array under a node-wide lock,
+so that every rank and DataLoader worker of the node takes turns from one rate (the dataset does
+this when it is built). ``time.monotonic`` is one clock for every process of the machine.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import threading
+import time
+from contextlib import AbstractContextManager
+from typing import Callable
+
+import numpy as np
+
+__all__ = ['PACER', 'PACING_FIELDS', 'Pacer']
+
+# The fields of the state array: the rate and when the next turn is, the last cut, refusals
+# seen, the rate before the last cut, growth's and waits' times, and two decaying counts (of
+# answered and of sent requests: each is a rate once divided by ``TAU``) with their times.
+(_RATE, _NEXT_AT, _CUT_AT, _THROTTLES, _BASE, _GREW_AT, _WAITED_AT, _OK, _OK_AT, _SENT,
+ _SENT_AT) = range(11)
+PACING_FIELDS = 11
+
+
+class Pacer:
+    """Turns for requests; see the module's docstring for the rules."""
+
+    BETA = 0.7  # The share of its rate a node keeps at a refusal.
+    COOLDOWN = 0.5  # Seconds between two cuts.
+    GROWTH = 0.05  # Per second while held back: this share of the rate before the last cut.
+    MIN_RATE = 0.2  # Requests per second a throttled node may always send.
+    MIN_STEP = 0.05  # Requests per second added per second at the least (a node cut deep).
+    TAU = 1.0  # Seconds over which the rates of answers and of requests are measured.
+    JITTER = 0.2  # Turns are spaced 1/rate times a factor in [1 - JITTER/2, 1 + JITTER/2].
+
+    def __init__(self) -> None:
+        self._clock: Callable[[], float] = time.monotonic
+        self._sleep: Callable[[float], None] = time.sleep
+        self.reset()
+
+    def reset(self) -> None:
+        """A process-local state, unlimited (also what a forked child starts from)."""
+        self.state = np.zeros(PACING_FIELDS, np.float64)
+        self._lock: AbstractContextManager = threading.Lock()
+
+    def share(self, state: np.ndarray, lock: AbstractContextManager) -> None:
+        """Keep the state in ``state`` (``PACING_FIELDS`` float64, shared) under ``lock``."""
+        if state.shape != (PACING_FIELDS,) or state.dtype != np.float64:
+            raise ValueError(f'the pacing state must be {PACING_FIELDS} float64, got '
+                             f'{state.shape} {state.dtype}.')
+        self.state, self._lock = state, lock
+
+    # ---- readings ---------------------------------------------------------------------------
+    @property
+    def rate(self) -> float | None:
+        """Requests per second allowed now, or None (never refused: unlimited)."""
+        rate = float(self.state[_RATE])
+        return rate if rate > 0 else None
+
+    @property
+    def throttles(self) -> int:
+        """Refusals seen (by the whole node when shared)."""
+        return int(self.state[_THROTTLES])
+
+    # ---- the rules ----------------------------------------------------------------------------
+    def wait_turn(self, deadline: float | None = None) -> float:
+        """Sleep until this request's turn (not past ``deadline``); the seconds slept."""
+        with self._lock:
+            state, now = self.state, self._clock()
+            self._count(_SENT, now)
+            if state[_RATE] <= 0:
+                return 0.0
+            self._grow(now)
+            spacing = random.uniform(1 - self.JITTER / 2, 1 + self.JITTER / 2) / state[_RATE]
+            turn = max(float(state[_NEXT_AT]), now)
+            state[_NEXT_AT] = turn + spacing
+            if turn > now:
+                state[_WAITED_AT] = now
+        wait = turn - now if deadline is None else min(turn - now, max(0.0, deadline - now))
+        if wait > 0:
+            self._sleep(wait)
+        return max(0.0, wait)
+
+    def succeeded(self) -> None:
+        """A request was answered (not refused): counts toward the rate the store serves."""
+        with self._lock:
+            self._count(_OK, self._clock())
+
+    def throttled(self) -> None:
+        """The store refused a request: set or cut the rate (at most once per cooldown)."""
+        with self._lock:
+            state, now = self.state, self._clock()
+            state[_THROTTLES] += 1
+            if state[_RATE] > 0 and now - state[_CUT_AT] < self.COOLDOWN:
+                return
+            if state[_RATE] <= 0:  # The first refusal: what the store serves, or less.
+                served = self._rate_of(_OK, now)
+                new = served if served > 0 else self.BETA * self._rate_of(_SENT, now)
+            else:
+                self._grow(now)
+                new = self.BETA * state[_RATE]
+            state[_BASE] = max(state[_RATE], new)
+            state[_RATE] = max(self.MIN_RATE, new)
+            state[_CUT_AT] = state[_GREW_AT] = now
+            # The next turn comes no sooner than one new spacing from now.
+            state[_NEXT_AT] = max(float(state[_NEXT_AT]), now + 1 / state[_RATE])
+
+    def _count(self, field: int, now: float) -> None:
+        """One more event in the decaying count ``field``."""
+        self.state[field] = self._decayed(field, now) + 1
+        self.state[field + 1] = now
+
+    def _decayed(self, field: int, now: float) -> float:
+        return float(self.state[field]) * math.exp(-max(0.0, now - self.state[field + 1]) /
+                                                   self.TAU)
+
+    def _rate_of(self, field: int, now: float) -> float:
+        """Events per second lately (over about the last ``TAU`` seconds)."""
+        return self._decayed(field, now) / self.TAU
+
+    def _grow(self, now: float) -> None:
+        state = self.state
+        # Held back lately: a request waited for its turn within the last two turns (or second).
+        lately = max(1.0, 2.0 / state[_RATE]) if state[_RATE] > 0 else 1.0
+        if now - state[_WAITED_AT] < lately and now - state[_CUT_AT] >= self.COOLDOWN:
+            step = self.GROWTH * state[_BASE] + self.MIN_STEP
+            state[_RATE] += step * max(0.0, now - state[_GREW_AT])
+        state[_GREW_AT] = now
+
+
+PACER = Pacer()
+
+if hasattr(os, 'register_at_fork'):
+    # A forked child must not wait on a lock a parent's thread held at the fork (a shared state
+    # is attached again by the dataset the child uses).
+    os.register_at_fork(after_in_child=lambda: PACER.reset() if isinstance(
+        PACER._lock, type(threading.Lock())) else None)

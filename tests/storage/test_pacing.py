@@ -1,0 +1,216 @@
+"""Throttling: the pacer's rules (on a simulated clock), refusals that use up no attempt, one pace
+shared by a node's processes, and an epoch through a store that refuses more than the retries.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+
+from streaming.coord.lock import FileLock
+from streaming.storage import TransientError
+from streaming.storage.pacing import PACING_FIELDS, Pacer
+from streaming.storage.retry import RetriesExhausted, RetryPolicy, call_with_retries
+from tests.storage import servers
+from tests.storage.conftest import s3_env
+from tests.storage.test_e2e import read_all, write
+
+
+class Clock:
+    """A simulated monotonic clock whose sleeps advance it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def paced(clock: Clock, served: int = 0, every: float = 0.1) -> Pacer:
+    """A pacer on ``clock``, after ``served`` answers ``every`` seconds apart."""
+    pacer = Pacer()
+    pacer._clock, pacer._sleep = clock, clock.sleep
+    for _ in range(served):
+        pacer.succeeded()
+        clock.sleep(every)
+    return pacer
+
+
+def test_no_pacing_until_the_store_refuses() -> None:
+    clock = Clock()
+    pacer = paced(clock)
+    for _ in range(100):
+        assert pacer.wait_turn() == 0.0
+        pacer.succeeded()
+    assert pacer.rate is None and clock.now == 1000.0
+
+
+def test_the_first_refusal_sets_the_rate_the_store_served_then_turns_are_spaced() -> None:
+    clock = Clock()
+    pacer = paced(clock)
+    for _ in range(40):  # The store answers 10 requests per second for 4 seconds.
+        pacer.wait_turn()
+        pacer.succeeded()
+        clock.sleep(0.1)
+    pacer.throttled()
+    assert 8.5 <= pacer.rate <= 10.5, pacer.rate
+    started = clock.now
+    for _ in range(20):
+        pacer.wait_turn()
+    # 20 turns at ~10/s take ~2 s (each spacing jittered by +-10%).
+    assert 1.6 <= clock.now - started <= 2.4, clock.now - started
+
+
+def test_refusals_cut_the_rate_once_per_cooldown_and_never_below_the_floor() -> None:
+    clock = Clock()
+    pacer = paced(clock, served=20, every=0.05)
+    pacer.throttled()
+    first = pacer.rate
+    for _ in range(10):  # A burst of refusals of requests sent before the cut: one cut only.
+        pacer.throttled()
+    assert pacer.rate == first and pacer.throttles == 11
+    clock.sleep(Pacer.COOLDOWN)
+    pacer.throttled()
+    assert pacer.rate == pytest.approx(first * Pacer.BETA, rel=0.01)
+    for _ in range(60):
+        clock.sleep(Pacer.COOLDOWN)
+        pacer.throttled()
+    assert pacer.rate == Pacer.MIN_RATE
+
+
+def test_the_rate_grows_additively_only_while_requests_wait_for_turns() -> None:
+    clock = Clock()
+    pacer = paced(clock, served=10)
+    pacer.throttled()
+    rate = pacer.rate
+    clock.sleep(10)  # Nobody waiting: no growth.
+    pacer.wait_turn()
+    assert pacer.rate == pytest.approx(rate)
+    for _ in range(40):  # Requests queue for turns for a few seconds: the rate grows.
+        pacer.wait_turn()
+    grown = pacer.rate
+    assert grown > rate * 1.1
+    # Additive: about GROWTH of the rate before the cut per second, not compounding.
+    assert grown - rate <= (Pacer.GROWTH * rate + Pacer.MIN_STEP) * (clock.now - 1011.0) * 1.05
+
+
+def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget() -> None:
+    """Two nodes asking 80 and 30 requests/s share a store that allows 20/s (refusing the rest)."""
+    clock = Clock()
+    nodes = [paced(clock), paced(clock)]
+    for node in nodes:
+        node._sleep = lambda seconds: None  # The simulation sends at the turn instead.
+    demand = [80.0, 30.0]
+    budget, tokens, last = 20.0, 20.0, clock.now
+    send_at = [clock.now, clock.now]
+    waiting = [False, False]  # A request holds a turn and is sent at send_at.
+    served, refused, sent = [0, 0], 0, 0
+    start = clock.now
+    while clock.now - start < 60:
+        clock.now += 0.002
+        tokens = min(budget, tokens + (clock.now - last) * budget)
+        last = clock.now
+        for i, node in enumerate(nodes):
+            if clock.now < send_at[i]:
+                continue
+            if not waiting[i]:
+                wait = node.wait_turn()
+                if wait > 0:
+                    send_at[i], waiting[i] = clock.now + wait, True
+                    continue
+            waiting[i] = False
+            send_at[i] = clock.now + 1 / demand[i]
+            late = clock.now - start > 20
+            sent += late
+            if tokens >= 1:
+                tokens -= 1
+                node.succeeded()
+                served[i] += late
+            else:
+                node.throttled()
+                refused += late
+    assert 0.6 <= served[0] / served[1] <= 1.6, served  # Fair shares from unequal demands.
+    assert sum(served) / 40 >= 0.8 * budget, served  # The budget is used...
+    assert refused <= 0.15 * sent, (refused, sent)  # ...with few refusals.
+
+
+def _throttled(times: int, retry_after: float | None = None):
+    calls = []
+
+    def operation() -> str:
+        calls.append(1)
+        if len(calls) <= times:
+            raise TransientError('S3 answered 503 SlowDown', retry_after=retry_after,
+                                 throttled=True)
+        return 'ok'
+    return operation, calls
+
+
+def test_refusals_use_up_no_attempt() -> None:
+    operation, calls = _throttled(6)
+    policy = RetryPolicy(backoff=0.001, backoff_max=0.01)
+    assert call_with_retries(operation, retries=0, policy=policy, what='x',
+                             throttle_limit=30.0) == 'ok'
+    assert len(calls) == 7
+    # Without a limit for refusals (other callers), a refusal is an attempt as before.
+    operation, calls = _throttled(6)
+    with pytest.raises(RetriesExhausted):
+        call_with_retries(operation, retries=1, policy=policy, what='x')
+    assert len(calls) == 2
+
+
+def test_a_store_that_never_stops_refusing_ends_in_bounded_time() -> None:
+    operation, calls = _throttled(10**9)
+    pacer = Pacer()
+    with pytest.raises(RetriesExhausted) as caught:
+        call_with_retries(operation, retries=2, policy=RetryPolicy(0.01, 0.05), what='x',
+                          pacer=pacer, throttle_limit=0.5)
+    assert 0.5 <= caught.value.throttled_for < 1.5
+    # Each refusal was reported; turns then came no faster than the store served (nothing).
+    assert pacer.throttles == len(calls) >= 2 and pacer.rate <= 1.0
+
+
+def _refuse_in_child(path: str, lock_path: str) -> None:
+    pacer = Pacer()
+    pacer.share(np.memmap(path, np.float64, 'r+', shape=(PACING_FIELDS,)), FileLock(lock_path))
+    for _ in range(5):
+        pacer.succeeded()
+    pacer.throttled()
+
+
+def test_one_pace_for_every_process_of_a_node(tmp_path) -> None:
+    path, lock_path = str(tmp_path / 'pacing'), str(tmp_path / 'pacing.lock')
+    np.zeros(PACING_FIELDS, np.float64).tofile(path)
+    pacer = Pacer()
+    pacer.share(np.memmap(path, np.float64, 'r+', shape=(PACING_FIELDS,)), FileLock(lock_path))
+    child = multiprocessing.get_context('fork').Process(target=_refuse_in_child,
+                                                         args=(path, lock_path))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert pacer.throttles == 1 and pacer.rate is not None  # Refused there, paced here.
+    with pytest.raises(ValueError, match='float64'):
+        pacer.share(np.zeros(3), FileLock(lock_path))
+
+
+def test_an_epoch_survives_refusals_beyond_its_retries(s3, moto, monkeypatch, tmp_path) -> None:
+    """Every shard's first GET is refused (503 SlowDown), download_retry=0: no shard is lost."""
+    _, bucket = s3
+    remote = f's3://{bucket}/ds'
+    write(remote, range(120))
+    proxy = servers.FaultProxy(moto.port)
+    try:
+        s3_env(monkeypatch, proxy.url)
+        proxy.rule = lambda m, p, n: '503' if m == 'GET' and '/shard.' in p and n < 1 else None
+        ids = read_all(remote, str(tmp_path / 'cache'), download_retry=0, download_timeout=30)
+    finally:
+        proxy.stop()
+    assert sorted(ids) == list(range(120))
+    assert {fault for fault, _, _ in proxy.injected} == {'503'}
+    assert os.listdir(tmp_path / 'cache')
