@@ -166,9 +166,16 @@ def random_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
 
 
 def dealt_array(ids: np.ndarray, dealing: Dealing | ArrayDealing) -> np.ndarray:
-    """The whole int64 array (``dealing.shape``) of the sample ids each slot reads."""
-    out = np.empty(dealing.shape, np.int64)
-    flat = out.reshape(dealing.shape[:3] + (-1,))
-    for (node, rank, worker), start, part in deal_ids(ids, dealing):
-        flat[node, rank, worker, start:start + len(part)] = part
+    """The whole int64 array (``dealing.shape``) of the sample ids each slot reads.
+
+    The positions are dealt whole (``dealing.full``, a few array operations for a small world)
+    and replaced by their ids in place, ``_CHUNK`` at a time.
+    """
+    out = dealing.full()
+    if isinstance(dealing, ArrayDealing):
+        out = out.copy()  # The registered partition's own array stays as it returned it.
+    flat = out.reshape(-1)
+    for start in range(0, len(flat), _CHUNK):
+        part = flat[start:start + _CHUNK]
+        part[...] = take_ids(ids, part)
     return out
