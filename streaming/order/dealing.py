@@ -136,6 +136,16 @@ class _Orig:
         nodes, ranks, workers, batches, batch = self.shape
         block = workers * batch  # Rounds per batch index.
         by_round = out.transpose(0, 1, 3, 2, 4)
+        if self.read_order is not None:  # Short: the dealing as reshapes of the read order.
+            by_node = self.read_order[self.drop:].reshape(self.count, nodes).T
+            if self.shortfall:
+                extra = (np.arange(self.shortfall, dtype=np.int64) + self.first) % self.count
+                by_node = np.concatenate([by_node, by_node[:, extra]], axis=1)
+            flat = np.full((nodes, ranks, batches * block), -1, np.int64)
+            flat[:, :, :self.rounds] = by_node.reshape(nodes, self.rounds, ranks).transpose(
+                0, 2, 1)
+            by_round[...] = flat.reshape(nodes, ranks, batches, workers, batch)
+            return
         node = np.arange(nodes, dtype=np.int64)[:, None, None]
         rank = np.arange(ranks, dtype=np.int64)[None, :, None]
         step = max(_CHUNK // (nodes * ranks * block), 1)
