@@ -178,21 +178,24 @@ def _without_runs(results: dict[str, Any]) -> dict[str, Any]:
 
 COMMANDS = {
     'link-same-region.json': '--profiles same-region --repeats 3 --timeout 240',
-    'link-same-region-load2.json': '--profiles same-region --repeats 3 --timeout 300 '
-                                   '--competing-load 2',
-    'link-same-region-w0.json': '--profiles same-region --repeats 3 --timeout 300 --workers 0',
     'link-same-region-cache25.json': '--profiles same-region --only-cache-limit --repeats 3 '
                                      '--impls ours litdata --timeout 200',
     'link-cross-region.json': '--profiles cross-region --repeats 2 --timeout 200',
     'link-uncapped.json': '--profiles uncapped --repeats 2 --impls ours litdata --timeout 200',
-    'link-tokens-same-region.json': '--dataset tokens --profiles same-region --repeats 3 '
-                                    '--timeout 300',
-    'link-tokens-same-region-w0.json': '--dataset tokens --profiles same-region --repeats 3 '
-                                       '--timeout 300 --workers 0',
+    'link-tokens-same-region.json': '--dataset tokens --profiles same-region --repeats 2 '
+                                    '--impls ours litdata --timeout 200',
     'link-tokens-uncapped.json': '--dataset tokens --profiles uncapped --repeats 1 '
                                  '--impls ours litdata --timeout 200',
     'link-big-same-region.json': '--dataset big --profiles same-region --repeats 2 '
                                  '--impls ours reference --timeout 400',
+    # CPU per GB (issue 31), all three implementations, at rest and beside 2 busy processes.
+    'link-cpu-same-region.json': '--profiles same-region --repeats 3 --timeout 240',
+    'link-cpu-same-region-load2.json': '--profiles same-region --repeats 3 --timeout 300 '
+                                       '--competing-load 2',
+    'link-cpu-tokens-same-region.json': '--dataset tokens --profiles same-region --repeats 3 '
+                                        '--timeout 300',
+    'link-cpu-same-region-w0.json': '--profiles same-region --repeats 3 --timeout 300 '
+                                    '--workers 0',
 }
 
 
