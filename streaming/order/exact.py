@@ -168,9 +168,16 @@ def random_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
 def dealt_array(ids: np.ndarray, dealing: Dealing | ArrayDealing) -> np.ndarray:
     """The whole int64 array (``dealing.shape``) of the sample ids each slot reads.
 
-    The positions are dealt whole (``dealing.full``, a few array operations for a small world)
-    and replaced by their ids in place, ``_CHUNK`` at a time.
+    Up to ``_CHUNK`` slots, the positions are dealt whole (``dealing.full``, a few array
+    operations for a small world) and replaced by their ids in place; a bigger array is filled
+    worker by worker, a chunk at a time (``deal_ids``).
     """
+    if int(np.prod(dealing.shape)) > _CHUNK:
+        out = np.empty(dealing.shape, np.int64)
+        by_worker = out.reshape(dealing.shape[:3] + (-1,))
+        for (node, rank, worker), start, part in deal_ids(ids, dealing):
+            by_worker[node, rank, worker, start:start + len(part)] = part
+        return out
     out = dealing.full()
     if isinstance(dealing, ArrayDealing):
         out = out.copy()  # The registered partition's own array stays as it returned it.
