@@ -5,7 +5,10 @@ Pure functions over plain dicts, so they are easy to test on synthetic runs.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+from collections.abc import Iterator
 from typing import Any
 
 from benchmarks.config import LITDATA, OURS, REFERENCE, Case, Target
@@ -98,3 +101,13 @@ def speedup(ratio_value: float | None, higher_is_better: bool) -> float | None:
     if ratio_value is None or ratio_value <= 0:
         return None
     return ratio_value if higher_is_better else 1 / ratio_value
+
+
+def saved_results(results_dir: str, commands: dict[str, str]
+                  ) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """``(file name, command options, saved JSON)`` of each file of ``commands`` that exists."""
+    for name, options in commands.items():
+        path = os.path.join(results_dir, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                yield name, options, json.load(f)

@@ -133,6 +133,11 @@ class Case:
 SAMPLES_S = Metric('samples_per_s', 'samples/s', 'samples/s', True)
 MB_S = Metric('mb_per_s', 'MB/s', 'MB/s', True)
 FIRST_BATCH = Metric('first_batch_s', 'time to first batch', 's', False)
+# User + system CPU seconds of the job's processes (main, DataLoader workers, threads) per GB
+# of sample payload delivered to the loop (``harness.job_cpu_s``).
+CPU_GB = Metric('cpu_s_per_gb', 'CPU per GB delivered', 'CPU-s/GB', False)
+CPU_TARGETS = (Target('cpu_s_per_gb', REFERENCE, '<=', 0.25, '<= 0.25x reference'),
+               Target('cpu_s_per_gb', LITDATA, '<=', 0.5, '<= 0.5x LitData'))
 
 
 def _write_cases(scale: Scale) -> list[Case]:
@@ -154,6 +159,10 @@ def _write_cases(scale: Scale) -> list[Case]:
 
 
 def _read_targets(name: str, workers: int, shuffle: bool) -> tuple[Target, ...]:
+    return _speed_targets(name, workers) + (CPU_TARGETS if name != 'tiny' and shuffle else ())
+
+
+def _speed_targets(name: str, workers: int) -> tuple[Target, ...]:
     if name == 'tiny' and workers == 0:
         return (Target('samples_per_s', REFERENCE, '>=', 20, '>= 20x reference'),
                 Target('samples_per_s', LITDATA, '>=', 1, '>= LitData'))
@@ -183,8 +192,8 @@ def _read_cases(scale: Scale) -> list[Case]:
                         'shuffle': s, 'min_seconds': ctx.scale.read_seconds[0],
                         'max_seconds': ctx.scale.read_seconds[1],
                         'payload_per_sample': ctx.payload_per_sample[n]},
-                    metrics=(MB_S, SAMPLES_S, FIRST_BATCH) if name == 'images'
-                    else (SAMPLES_S, MB_S, FIRST_BATCH),
+                    metrics=((MB_S, SAMPLES_S) if name == 'images' else (SAMPLES_S, MB_S))
+                    + (FIRST_BATCH, CPU_GB),
                     targets=_read_targets(name, workers, shuffle)))
     return cases
 

@@ -43,7 +43,9 @@ import sys
 import time
 from typing import Any
 
+from benchmarks.aggregate import saved_results
 from benchmarks.cases import sources
+from benchmarks.competing_load import competing_load
 from benchmarks.config import LITDATA, OURS, REFERENCE
 from benchmarks.envs import pythons
 from benchmarks.linkemu import PROFILES
@@ -57,7 +59,7 @@ DATASETS = {'images': (3000, 4_100_000), 'tokens': (150_000, 500_000),
 SAMPLES, SHARD_BYTES = DATASETS['images']
 METRICS = ('mb_per_s', 'link_share', 'first_batch_s', 'first_request_s', 'max_in_flight',
            'mean_in_flight', 'get_requests', 'ranged_gets', 'head_requests', 'fetched_ratio',
-           'peak_cache_mb', 'epoch_s')
+           'peak_cache_mb', 'epoch_s', 'cpu_s_per_gb')
 
 
 def _log(message: str) -> None:
@@ -134,8 +136,9 @@ def table(results: dict[str, Any]) -> str:
     for case, by_impl in results.items():
         lines += [f'**{case}**', '',
                   '| | MB/s | share of link | first batch s | first request s | in flight max '
-                  '/ mean | GET / ranged / HEAD | fetched / dataset | peak cache MB |',
-                  '|---|---|---|---|---|---|---|---|---|']
+                  '/ mean | GET / ranged / HEAD | fetched / dataset | peak cache MB | '
+                  'CPU s/GB |',
+                  '|---|---|---|---|---|---|---|---|---|---|']
         for impl, s in by_impl.items():
             if s.get('status') != 'ok':
                 lines.append(f'| {impl} | {s.get("status")}: {s.get("reason")} |')
@@ -149,15 +152,21 @@ def table(results: dict[str, Any]) -> str:
                 f'{med("first_request_s")} | {med("max_in_flight", ".0f")} / '
                 f'{med("mean_in_flight", ".1f")} | {med("get_requests", ".0f")} / '
                 f'{med("ranged_gets", ".0f")} / {med("head_requests", ".0f")} | '
-                f'{med("fetched_ratio")} | {med("peak_cache_mb", ".0f")} |')
+                f'{med("fetched_ratio")} | {med("peak_cache_mb", ".0f")} | '
+                f'{med("cpu_s_per_gb", ".1f")} |')
         ours = by_impl.get(OURS, {})
         for other in (REFERENCE, LITDATA):
             theirs = by_impl.get(other, {})
             if ours.get('status') == 'ok' and theirs.get('status') == 'ok':
                 speed = ours['mb_per_s']['median'] / theirs['mb_per_s']['median']
                 first = ours['first_batch_s']['median'] / theirs['first_batch_s']['median']
+                cpu = ''
+                if 'cpu_s_per_gb' in ours and 'cpu_s_per_gb' in theirs:
+                    ratio = ours['cpu_s_per_gb']['median'] / theirs['cpu_s_per_gb']['median']
+                    cpu = f', CPU/GB {ratio:.2f}x'
+
                 lines.append(f'\nours / {other}: MB/s {speed:.2f}x, time to first batch '
-                             f'{first:.2f}x')
+                             f'{first:.2f}x{cpu}')
         lines.append('')
     return '\n'.join(lines)
 
@@ -179,6 +188,14 @@ COMMANDS = {
                                  '--impls ours litdata --timeout 200',
     'link-big-same-region.json': '--dataset big --profiles same-region --repeats 2 '
                                  '--impls ours reference --timeout 400',
+    # CPU per GB (issue 31), all three implementations, at rest and beside 2 busy processes.
+    'link-cpu-same-region.json': '--profiles same-region --repeats 3 --timeout 240',
+    'link-cpu-same-region-load2.json': '--profiles same-region --repeats 3 --timeout 300 '
+                                       '--competing-load 2',
+    'link-cpu-tokens-same-region.json': '--dataset tokens --profiles same-region --repeats 3 '
+                                        '--timeout 300',
+    'link-cpu-same-region-w0.json': '--profiles same-region --repeats 3 --timeout 300 '
+                                    '--workers 0',
 }
 
 
@@ -209,12 +226,7 @@ def self_check_lines(path: str) -> list[str]:
 def saved_section(results_dir: str) -> list[str]:
     """The docs page's section for the saved runs of ``COMMANDS`` (nothing if none is saved)."""
     lines: list[str] = self_check_lines(os.path.join(results_dir, 'linkemu-selfcheck.jsonl'))
-    for name, options in COMMANDS.items():
-        path = os.path.join(results_dir, name)
-        if not os.path.exists(path):
-            continue
-        with open(path) as f:
-            saved = json.load(f)
+    for name, options, saved in saved_results(results_dir, COMMANDS):
         shown = _without_runs(saved['results'])
         load = ', '.join(f'{x:.1f}' for x in saved.get('load', []))
         link = saved.get('link', 'proxy')
@@ -242,6 +254,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--timeout', type=float, default=300, help='seconds per run')
     parser.add_argument('--link', choices=['auto', 'kernel', 'proxy'], default='auto',
                         help='the emulator: kernel (netns + tc), proxy, or kernel if possible')
+    parser.add_argument('--workers', type=int, default=2,
+                        help='DataLoader workers (the case name says so when not 2)')
+    parser.add_argument('--competing-load', type=int, default=0, metavar='N',
+                        help='N busy processes beside every run (benchmarks.competing_load); '
+                             'the case name says so')
     parser.add_argument('--data-dir', default=os.path.join(REPO, 'benchmarks', '.data', 'link'))
     parser.add_argument('--out', default=os.path.join(REPO, 'benchmarks', 'results',
                                                       'link.json'))
@@ -255,6 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     name_prefix = '' if args.dataset == 'images' else \
         f'{args.dataset} ({samples} samples, {shard_bytes} B shards), '
     results: dict[str, Any] = {}
+    load_before = os.getloadavg()
     os.environ.update({'AWS_ACCESS_KEY_ID': 'testing', 'AWS_SECRET_ACCESS_KEY': 'testing'})
     with open_link(PROFILES['uncapped'], 'linkbench', args.link) as link:
         _log(f'link emulator: {link.mode}')
@@ -267,18 +285,22 @@ def main(argv: list[str] | None = None) -> None:
             link.set_profile(profile)
             for fraction in limits:
                 case = f'{name_prefix}{name}' + ('' if fraction is None else
-                                                   ', cache_limit 25%')
+                                                   ', cache_limit 25%') + \
+                    (f', {args.workers} workers' if args.workers != 2 else '') + \
+                    (f', competing load {args.competing_load}' if args.competing_load else '')
                 runs: dict[str, list] = {impl: [] for impl in args.impls}
                 for repeat in range(args.repeats):
                     for impl in args.impls:
                         params = {'bucket': 'linkbench', 'prefix': f'{impl}/{key}',
-                                  'scratch': scratch, 'batch_size': 32, 'num_workers': 2,
+                                  'scratch': scratch, 'batch_size': 32,
+                                  'num_workers': args.workers,
                                   'shuffle': True, 'payload_per_sample': payload,
                                   'watch_disk': True,
                                   'cache_limit': None if fraction is None else
                                   int(totals[impl] * fraction)}
-                        result = one_run(impl, python[impl], link, profile.link_rate,
-                                         totals[impl], params, scratch, args.timeout)
+                        with competing_load(args.competing_load):
+                            result = one_run(impl, python[impl], link, profile.link_rate,
+                                             totals[impl], params, scratch, args.timeout)
                         runs[impl].append(result)
                         m = result.get('metrics', {})
                         _log(f'{case} #{repeat} {impl}: {result["status"]} '
@@ -293,6 +315,7 @@ def main(argv: list[str] | None = None) -> None:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, 'w') as f:
         json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(),
+                   'load_before': load_before, 'competing_load': args.competing_load,
                    'link': link.mode, 'results': results}, f, indent=1, default=str)
     print(table(shown))
 

@@ -7,6 +7,7 @@ import math
 import os
 from typing import Any
 
+from benchmarks import cpu_report
 from benchmarks.aggregate import speedup
 from benchmarks.config import GROUP_TITLES, LITDATA, MACHINE, OURS, REFERENCE
 
@@ -173,6 +174,9 @@ def markdown(doc: dict[str, Any], chart_name: str | None) -> str:
         '## Results',
         *table,
     ]
+    cpu_lines = cpu_report.section()
+    if cpu_lines:
+        lines += ['', '## CPU per gigabyte delivered', '', *CPU_INTRO, *cpu_lines]
     lines += ['', '## Remote through an emulated network link', '', *LINK_INTRO,
               *link_section()]
     if notes:
@@ -183,6 +187,17 @@ def markdown(doc: dict[str, Any], chart_name: str | None) -> str:
     lines += ['', '## What each case measures', '', *METHOD]
     return '\n'.join(lines) + '\n'
 
+
+CPU_INTRO = [
+    'User + system CPU seconds of all the job\'s processes (the main process with all its '
+    'threads, and the DataLoader workers) from building the dataset to the end of the reading, '
+    'per GB of sample payload delivered to the loop: what a loader takes from a node whose CPU '
+    'is shared with training, augmentation or tokenization. Local disk here (shuffled, page '
+    'cache warm); through the link emulator in the column "CPU s/GB" of the tables below. '
+    '`--competing-load 2` runs two busy processes beside every run. Targets: ours at most '
+    '0.25x the reference\'s and 0.5x LitData\'s.',
+    '',
+]
 
 LINK_INTRO = [
     'Section 6 streams from moto on loopback: no time to first byte, no bandwidth cap. Its '

@@ -18,6 +18,7 @@ from typing import Any
 
 from benchmarks import envs, machine, report
 from benchmarks.aggregate import summarise
+from benchmarks.competing_load import competing_load
 from benchmarks.config import (
     FULL,
     GROUPS,
@@ -56,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help='implementations to run (default: all)')
     parser.add_argument('--data-dir', default=os.path.join(HERE, '.data'),
                         help='where datasets are generated and cached (default benchmarks/.data)')
+    parser.add_argument('--competing-load', type=int, default=0, metavar='N',
+                        help='N busy processes beside every run (benchmarks.competing_load)')
     parser.add_argument('--out', help='write <out>.json/.md/.png instead of the default '
                         '(docs/benchmarks.* for a complete full run, else benchmarks/results/)')
     return parser.parse_args(argv)
@@ -156,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     records_runs: dict[str, Any] = {}
     with ExitStack() as stack:
         start_s3(stack, cases, ctx, blocked)
+        stack.enter_context(competing_load(args.competing_load))
         log(f'running {len(cases)} cases x {repeats} repeats ...')
         for case in cases:
             records_runs[case.id] = run_case(
@@ -164,12 +168,13 @@ def main(argv: list[str] | None = None) -> int:
                                           f'{line}'))
     shutil.rmtree(ctx.scratch, ignore_errors=True)
     complete = not args.quick and not args.cases and not args.match and \
-        set(args.impls) == set(ALL_IMPLS)
+        set(args.impls) == set(ALL_IMPLS) and not args.competing_load
     doc = {
         'meta': {'mode': scale.name, 'repeats': repeats, 'machine': facts,
                  'versions': versions(python), 'datasets': describe_datasets(ctx),
                  'load_average_after': [round(x, 2) for x in os.getloadavg()],
                  'elapsed_min': (time.perf_counter() - started) / 60, 'complete': complete,
+                 'competing_load': args.competing_load,
                  'command': ' '.join([report.COMMAND, *(argv if argv is not None
                                                         else sys.argv[1:])])},
         'cases': summarise(cases, records_runs),

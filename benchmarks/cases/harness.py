@@ -244,6 +244,70 @@ def current_rss_mb() -> float:
     return pages * os.sysconf('SC_PAGE_SIZE') / 2**20
 
 
+def _proc_children(pid: int) -> list[int]:
+    try:
+        with open(f'/proc/{pid}/task/{pid}/children') as f:
+            return [int(child) for child in f.read().split()]
+    except OSError:
+        return []
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], _proc_children(pid)
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo += _proc_children(child)
+    return found
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live (or not yet reaped) process, all its threads."""
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')  # utime, stime
+
+
+def job_cpu_s() -> float:
+    """User + system CPU seconds of the whole job so far: this process (every thread), its
+    reaped children (DataLoader workers once joined, through ``RUSAGE_CHILDREN``), and its
+    descendants still alive or not yet reaped (from ``/proc``)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total + sum(_proc_cpu_s(pid) for pid in _descendants(os.getpid()))
+
+
+def settle_children(timeout: float = 10.0) -> None:
+    """Collect garbage (an iterator's ``__del__`` joins its DataLoader workers) and wait up to
+    ``timeout`` seconds for this process's children to exit, so that their CPU is final."""
+    import gc
+    gc.collect()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [pid for pid in _proc_children(os.getpid()) if not _is_zombie(pid)]
+        if not alive:
+            return
+        time.sleep(0.05)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[0] == 'Z'
+    except OSError:
+        return True
+
+
+def cpu_per_gb(cpu_s: float, payload_bytes: float) -> float:
+    """CPU seconds per GB (1e9 bytes) of sample payload delivered to the loop."""
+    return cpu_s / (payload_bytes / 1e9) if payload_bytes else float('nan')
+
+
 def emit(result: dict[str, Any]) -> None:
     """Print the one result line the runner looks for."""
     sys.stdout.flush()

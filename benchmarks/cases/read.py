@@ -90,10 +90,16 @@ def measure(loader: Iterable[Any], start: float, min_seconds: float,
 
 def run(impl: str, params: dict[str, Any]) -> dict[str, Any]:
     harness.prepare_impl(impl)  # Not timed.
+    cpu = harness.job_cpu_s()
     start = time.perf_counter()
     loader = make_loader(impl, params['path'], params['batch_size'], params['num_workers'],
                          params['shuffle'], params.get('plain', False))
     metrics = measure(loader, start, params['min_seconds'], params['max_seconds'])
+    del loader
+    harness.settle_children()
+    metrics['cpu_s'] = harness.job_cpu_s() - cpu
+    metrics['cpu_s_per_gb'] = harness.cpu_per_gb(
+        metrics['cpu_s'], metrics['samples'] * params['payload_per_sample'])
     metrics['mb_per_s'] = metrics['samples_per_s'] * params['payload_per_sample'] / 1e6
     metrics['peak_rss_mb'] = harness.peak_rss_mb(children=True)
     return metrics

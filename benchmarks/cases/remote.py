@@ -96,6 +96,7 @@ def run(impl: str, params: dict[str, Any]) -> dict[str, Any]:
     local = tempfile.mkdtemp(prefix=f'{impl}-cache-', dir=params['scratch'])
     watch = DiskWatch(local) if params.get('watch_disk') else None
     try:
+        cpu = harness.job_cpu_s()
         start_wall = time.time()
         start = time.perf_counter()
         loader = make_loader(impl, params, local)
@@ -105,7 +106,9 @@ def run(impl: str, params: dict[str, Any]) -> dict[str, Any]:
         for batch in iterator:
             samples += batch_len(batch)
         end = time.perf_counter()
-        del iterator
+        del iterator, loader
+        harness.settle_children()
+        cpu = harness.job_cpu_s() - cpu
         left_in_cache = cache_bytes(local)
         peak = watch.stop() if watch is not None else None
     finally:
@@ -117,6 +120,8 @@ def run(impl: str, params: dict[str, Any]) -> dict[str, Any]:
         'samples': samples,
         'samples_per_s': samples / epoch,
         'mb_per_s': samples * params['payload_per_sample'] / epoch / 1e6,
+        'cpu_s': cpu,
+        'cpu_s_per_gb': harness.cpu_per_gb(cpu, samples * params['payload_per_sample']),
         'cache_bytes_at_end': left_in_cache,
         **({'peak_cache_bytes': peak} if peak is not None else {}),
         'start_wall': start_wall,

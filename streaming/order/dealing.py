@@ -34,6 +34,7 @@ __all__ = ['BuiltinPartition', 'Dealing', 'PARTITIONS', 'PartitionFn', 'check_pa
            'deal_positions', 'dealing_for', 'global_batches', 'register_partition']
 
 _CHUNK = 1 << 22  # Slots computed at a time when a whole array is built.
+_READ_ORDER_MAX = 1 << 20  # Epochs up to this many row slots keep their read order whole.
 
 
 class _Orig:
@@ -55,6 +56,15 @@ class _Orig:
             columns = (np.arange(padding, dtype=np.int64) + self.width - padding
                        - nodes // max(num_rows, 1) + 1) % self.width
         self.columns = columns  # Row columns past ``width``: copies of these columns.
+        bounds = np.arange(num_rows + 1, dtype=np.int64) * num_samples // max(num_rows, 1)
+        self.row_start, self.row_last = bounds[:-1], bounds[1:] - bounds[:-1] - 1
+        # A short epoch's rows, read in turn, as one array: a slot's position is then one
+        # lookup instead of a division and two table lookups per slot.
+        self.read_order: np.ndarray | None = None
+        if not self.few and num_rows * (self.width + len(columns)) <= _READ_ORDER_MAX:
+            row_columns = np.concatenate([np.arange(self.width, dtype=np.int64), columns])
+            self.read_order = (np.minimum(row_columns[:, None], self.row_last[None, :])
+                               + self.row_start[None, :]).reshape(-1)
         self.drop = drop_first - drop_first % nodes
         self.count, uneven = divmod(max(num_rows * (self.width + len(columns)) - self.drop, 0),
                                     nodes)
@@ -71,7 +81,7 @@ class _Orig:
            round_index: np.ndarray) -> np.ndarray:
         """Positions at rounds ``round_index`` of ranks (``(batch * workers + worker) * B + slot``).
 
-        Overwrites ``round_index`` (an int64 array), which becomes the result.
+        Overwrites ``round_index`` (an int64 array), which may become the result.
         """
         invalid = round_index >= self.rounds if round_index.max(initial=-1) >= self.rounds \
             else None
@@ -79,31 +89,33 @@ class _Orig:
         if self.shortfall:
             j *= self.ranks
             j += rank
-            if j.max(initial=-1) >= self.count:
-                j[:] = np.where(j < self.count, j, (j - self.count + self.first) % self.count)
+            over = j >= self.count
+            if over.any():
+                j[over] = (j[over] - self.count + self.first) % self.count
             j *= self.nodes
             j += node
         else:
             j *= self.ranks * self.nodes
             j += rank * self.nodes + node
         j += self.drop
+        if self.read_order is not None:  # Slots past the last round read garbage, then -1.
+            return self._finish(np.take(self.read_order, j, mode='clip'), invalid)
         if self.few:
             return self._finish(np.remainder(j % self.num_rows, self.num_samples, out=j),
                                 invalid)
         if self.num_rows == 1:
-            column, row = j, 0
-        else:
-            column, row = np.divmod(j, self.num_rows)
+            column = j
+        else:  # Floor division by a scalar is numpy's fast path; divmod and % are not.
+            column = j // self.num_rows
+            j -= column * self.num_rows  # ``j`` is now the row.
         if len(self.columns):
             extra = column >= self.width
             column[extra] = self.columns[np.minimum(column[extra] - self.width,
                                                     len(self.columns) - 1)]
         if self.num_rows == 1:
             return self._finish(np.minimum(column, self.num_samples - 1, out=j), invalid)
-        start = row * self.num_samples // self.num_rows
-        stop = (row + 1) * self.num_samples // self.num_rows
-        stop -= start + 1
-        positions = np.minimum(column, stop, out=j)
+        start = self.row_start[j]
+        positions = np.minimum(column, self.row_last[j], out=j)
         positions += start
         return self._finish(positions, invalid)
 
@@ -112,6 +124,41 @@ class _Orig:
         if invalid is not None:
             positions[invalid] = -1
         return positions
+
+    def fill(self, out: np.ndarray) -> None:
+        """Write every slot's position into ``out`` (of ``shape``), whole batch rounds at a time.
+
+        Read as ``(nodes, ranks, batches, workers, batch)``, ``out`` lists each rank's rounds in
+        order, so all ranks' rounds are computed together in a few array operations, only the
+        rounds that exist (a small world costs about what its positions do), ``_CHUNK`` at a
+        time.
+        """
+        nodes, ranks, workers, batches, batch = self.shape
+        block = workers * batch  # Rounds per batch index.
+        by_round = out.transpose(0, 1, 3, 2, 4)
+        if self.read_order is not None:  # Short: the dealing as reshapes of the read order.
+            by_node = self.read_order[self.drop:].reshape(self.count, nodes).T
+            if self.shortfall:
+                extra = (np.arange(self.shortfall, dtype=np.int64) + self.first) % self.count
+                by_node = np.concatenate([by_node, by_node[:, extra]], axis=1)
+            flat = np.full((nodes, ranks, batches * block), -1, np.int64)
+            flat[:, :, :self.rounds] = by_node.reshape(nodes, self.rounds, ranks).transpose(
+                0, 2, 1)
+            by_round[...] = flat.reshape(nodes, ranks, batches, workers, batch)
+            return
+        node = np.arange(nodes, dtype=np.int64)[:, None, None]
+        rank = np.arange(ranks, dtype=np.int64)[None, :, None]
+        step = max(_CHUNK // (nodes * ranks * block), 1)
+        for first in range(0, batches, step):
+            last = min(first + step, batches)
+            chunk = np.empty((nodes, ranks, (last - first) * block), np.int64)
+            valid = min(chunk.shape[2], self.rounds - first * block)
+            chunk[:, :, valid:] = -1
+            rounds = chunk[:, :, :valid]
+            rounds[...] = np.arange(first * block, first * block + valid, dtype=np.int64)
+            rounds[...] = self.at(node, rank, rounds)
+            by_round[:, :, first:last] = chunk.reshape(nodes, ranks, last - first, workers,
+                                                       batch)
 
     def worker_slots(self, node: int, rank: int, worker: int, start: int,
                      stop: int) -> np.ndarray:
@@ -177,9 +224,20 @@ class Dealing:
             return np.full(max(stop - start, 0), -1, np.int64)
         if self._relaxed is None:
             return orig.worker_slots(node, rank, worker, start, stop)
-        # The first run's array, read in (batch, worker, node, rank, slot) order, re-cut.
-        nodes, ranks, flat_len, first_batch = self._relaxed
         batch_index, slot = np.divmod(np.arange(start, stop, dtype=np.int64), self.batch_size)
+        return self._relaxed_positions(node, rank, worker, batch_index, slot)
+
+    def _relaxed_positions(self, node: np.ndarray | int, rank: np.ndarray | int,
+                           worker: np.ndarray | int, batch_index: np.ndarray,
+                           slot: np.ndarray) -> np.ndarray:
+        """``relaxed`` on a new topology: the first run's array re-cut.
+
+        The first run's array is read in (batch, worker, node, rank, slot) order; ``node``,
+        ``rank`` and ``worker`` broadcast over the slots.
+        """
+        orig = self._orig
+        assert orig is not None and self._relaxed is not None
+        nodes, ranks, flat_len, first_batch = self._relaxed
         flat = (((batch_index * self.workers + worker) * nodes + node) * ranks + rank) \
             * self.batch_size + slot
         valid = flat < flat_len
@@ -194,16 +252,39 @@ class Dealing:
         return positions
 
     def full(self) -> np.ndarray:
-        """The whole int64 array of positions, ``shape``."""
+        """The whole int64 array of positions, ``shape``.
+
+        ``orig`` (and ``relaxed`` where it is ``orig``) fills it in rounds (``_Orig.fill``); a
+        re-cut ``relaxed`` takes as many workers at a time as fit in ``_CHUNK`` slots. Either
+        way a small world costs a few array operations rather than a few per worker.
+        """
         out = np.empty(self.shape, np.int64)
-        flat = out.reshape(self.shape[:3] + (-1,))
-        for node in range(self.shape[0]):
-            for rank in range(self.shape[1]):
-                for worker in range(self.shape[2]):
-                    for start in range(0, self.slots_per_worker, _CHUNK):
-                        stop = min(start + _CHUNK, self.slots_per_worker)
-                        flat[node, rank, worker, start:stop] = self.positions(
-                            node, rank, worker, start, stop)
+        per_worker = self.slots_per_worker
+        if self._orig is None or not out.size:
+            out.fill(-1)
+            return out
+        if self._relaxed is None:
+            self._orig.fill(out)
+            return out
+        flat = out.reshape(-1, per_worker)
+        if per_worker > _CHUNK:  # One worker at a time, in parts.
+            nodes, ranks, workers = self.shape[:3]
+            for index in range(len(flat)):
+                node, rank, worker = np.unravel_index(index, (nodes, ranks, workers))
+                for start in range(0, per_worker, _CHUNK):
+                    stop = min(start + _CHUNK, per_worker)
+                    flat[index, start:stop] = self.positions(int(node), int(rank), int(worker),
+                                                             start, stop)
+            return out
+        batch_index, slot = np.divmod(np.arange(per_worker, dtype=np.int64), self.batch_size)
+        ranks, workers = self.shape[1], self.shape[2]
+        group = max(_CHUNK // per_worker, 1)
+        for first in range(0, len(flat), group):
+            flat_workers = np.arange(first, min(first + group, len(flat)), dtype=np.int64)
+            node_rank, worker = np.divmod(flat_workers[:, None], workers)
+            node, rank = np.divmod(node_rank, ranks)
+            flat[first:first + len(flat_workers)] = self._relaxed_positions(
+                node, rank, worker, batch_index, slot)
         return out
 
 

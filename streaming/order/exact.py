@@ -166,9 +166,23 @@ def random_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
 
 
 def dealt_array(ids: np.ndarray, dealing: Dealing | ArrayDealing) -> np.ndarray:
-    """The whole int64 array (``dealing.shape``) of the sample ids each slot reads."""
-    out = np.empty(dealing.shape, np.int64)
-    flat = out.reshape(dealing.shape[:3] + (-1,))
-    for (node, rank, worker), start, part in deal_ids(ids, dealing):
-        flat[node, rank, worker, start:start + len(part)] = part
+    """The whole int64 array (``dealing.shape``) of the sample ids each slot reads.
+
+    Up to ``_CHUNK`` slots, the positions are dealt whole (``dealing.full``, a few array
+    operations for a small world) and replaced by their ids in place; a bigger array is filled
+    worker by worker, a chunk at a time (``deal_ids``).
+    """
+    if int(np.prod(dealing.shape)) > _CHUNK:
+        out = np.empty(dealing.shape, np.int64)
+        by_worker = out.reshape(dealing.shape[:3] + (-1,))
+        for (node, rank, worker), start, part in deal_ids(ids, dealing):
+            by_worker[node, rank, worker, start:start + len(part)] = part
+        return out
+    out = dealing.full()
+    if isinstance(dealing, ArrayDealing):
+        out = out.copy()  # The registered partition's own array stays as it returned it.
+    flat = out.reshape(-1)
+    for start in range(0, len(flat), _CHUNK):
+        part = flat[start:start + _CHUNK]
+        part[...] = take_ids(ids, part)
     return out

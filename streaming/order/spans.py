@@ -185,6 +185,27 @@ def _replayed_spans(begin: list[int], lengths: list[int], state: dict[str, Any],
         yield _span_ids(first, length, replay, dtype)
 
 
+_SMALL_ROW = 1 << 16  # Rows up to this many samples are shuffled whole (``_py1e_small_row``).
+
+
+def _py1e_small_row(starts: list[int], sizes: list[int], block_size: int,
+                    rng: np.random.Generator, out: np.ndarray) -> None:
+    """``_py1e_row`` for a short row, all at once.
+
+    The same draws in the same order (every span's Fisher-Yates, then every span's shifts) and
+    the same order of the row, a sort of the shifted positions (ties by position), without the
+    window machinery whose fixed cost would dominate a small world.
+    """
+    ids = [_span_ids(first, length, rng, out.dtype) for first, length in zip(starts, sizes)]
+    positions = np.concatenate(list(_shifted_positions(
+        sizes, len(out), int(0.75 * block_size), int(1.25 * block_size), rng)))
+    order = np.argsort(positions)
+    ordered = positions[order]
+    if (ordered[1:] == ordered[:-1]).any():  # Ties (measure zero): by position, as stable.
+        order = np.argsort(positions, kind='stable')
+    np.take(np.concatenate(ids), order, out=out)
+
+
 def _py1e_row(begin: np.ndarray, lengths: np.ndarray, block_size: int,
               rng: np.random.Generator, out: np.ndarray) -> Iterator[int]:
     """Shuffle one row (spans ``begin``/``lengths``, in order) the py1e way into ``out``.
@@ -199,6 +220,11 @@ def _py1e_row(begin: np.ndarray, lengths: np.ndarray, block_size: int,
     """
     starts, sizes = begin.tolist(), lengths.tolist()
     total = len(out)
+    if total <= _SMALL_ROW:
+        if total:
+            _py1e_small_row(starts, sizes, block_size, rng, out)
+            yield total
+        return
     low_block, high_block = int(0.75 * block_size), int(1.25 * block_size)
     reach = high_block // 2 + 2  # Exceeds every shift: half a window, less the span, < this.
     window = max(1 << 20, min(4 * reach, 1 << 23))
