@@ -45,8 +45,9 @@ from typing import Any
 
 from benchmarks.linkemu import PROFILES
 from benchmarks.s3 import CREDENTIALS, MotoServer
-from benchmarks.transport_clients import CLIENTS, MODULES, VARIANTS
+from benchmarks.transport_clients import AZURE_CLIENTS, CLIENTS, MODULES, VARIANTS
 from benchmarks.transport_stub import StubS3
+from tests.storage.conftest import AZURITE_ACCOUNT, AZURITE_KEY  # Azurite's well-known account
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = 'bench'
@@ -89,7 +90,54 @@ def worker(client: str, task: str, endpoint: str, env: dict[str, str], timeout: 
 
 
 # ---- throughput, CPU, latency ------------------------------------------------------------------
-def _open(link: str, profile: str) -> Any:
+class AzureLink:
+    """Azurite on loopback (``link='loopback'``) or behind the asyncio link emulator (``'proxy'``).
+
+    ``endpoint`` is the account's URL; ``env`` the credentials the clients read.
+    """
+
+    env = {'AZURE_ACCOUNT_NAME': AZURITE_ACCOUNT, 'AZURE_ACCOUNT_ACCESS_KEY': AZURITE_KEY}
+
+    def __init__(self, link: str, profile: str) -> None:
+        self.link, self.profile = link, profile
+        self._scratch = tempfile.TemporaryDirectory(prefix='azurite-')
+        self._azurite: Any = None
+        self._proxy: Any = None
+        self.endpoint = ''
+
+    def __enter__(self) -> AzureLink:
+        from tests.storage import servers
+        self._azurite = servers.azurite(self._scratch.name)
+        base = self._azurite.url
+        if self.link == 'proxy':
+            from benchmarks.linkemu import LinkEmulator
+            self._proxy = LinkEmulator(base, PROFILES[self.profile]).__enter__()
+            base = self._proxy.endpoint
+        self.endpoint = f'{base}/{AZURITE_ACCOUNT}'
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proxy is not None:
+            self._proxy.close()
+        if self._azurite is not None:
+            self._azurite.stop()
+        self._scratch.cleanup()
+
+    def put(self, items: list[tuple[str, bytes]]) -> None:
+        """Create the container and upload ``(name, data)`` straight to Azurite."""
+        from azure.storage.blob import BlobServiceClient
+        service = BlobServiceClient(f'{self._azurite.url}/{AZURITE_ACCOUNT}', credential={
+            'account_name': AZURITE_ACCOUNT, 'account_key': AZURITE_KEY})
+        container = service.create_container(BUCKET)
+        for name, data in items:
+            container.upload_blob(name, data)
+
+
+def _open(store: str, link: str, profile: str) -> Any:
+    if store == 'azure':
+        if link == 'kernel':
+            raise SystemExit('--store azure: the kernel link serves moto only; use loopback/proxy')
+        return AzureLink(link, profile)
     if link == 'loopback':
         return MotoServer(BUCKET)
     from benchmarks.linkemu_kernel import open_link
@@ -98,11 +146,14 @@ def _open(link: str, profile: str) -> Any:
 
 
 def _upload(server: Any, objects: int, size: int) -> list[str]:
-    s3 = server.client()
-    s3.put_object(Bucket=BUCKET, Key='small', Body=os.urandom(1024))
     keys = [f'shard.{i:05}.mds' for i in range(objects)]
-    for key in keys:
-        s3.put_object(Bucket=BUCKET, Key=key, Body=os.urandom(size))
+    items = [('small', os.urandom(1024))] + [(key, os.urandom(size)) for key in keys]
+    if isinstance(server, AzureLink):
+        server.put(items)
+    else:
+        s3 = server.client()
+        for key, data in items:
+            s3.put_object(Bucket=BUCKET, Key=key, Body=data)
     return keys
 
 
@@ -110,11 +161,11 @@ def run_link(link: str, args: argparse.Namespace, clients: list[str], home: str
              ) -> list[dict[str, Any]]:
     """Every client on one link, ``args.repeats`` rounds in rotated order; one row per run."""
     rows = []
-    with _open(link, args.profile) as server:
+    with _open(getattr(args, 'store', 's3'), link, args.profile) as server:
         keys = _upload(server, args.objects, args.size)
         if link == 'kernel':
             server.set_profile(PROFILES[args.profile])
-        env = clean_env(home, **CREDENTIALS)
+        env = clean_env(home, **(server.env if isinstance(server, AzureLink) else CREDENTIALS))
         for repeat in range(args.repeats):
             order = clients[repeat % len(clients):] + clients[:repeat % len(clients)]
             for client in order:
@@ -201,7 +252,9 @@ def run_probes(clients: list[str], home: str, timeout: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--clients', nargs='+', choices=CLIENTS + VARIANTS, default=list(CLIENTS))
+    parser.add_argument('--store', choices=['s3', 'azure'], default='s3')
+    parser.add_argument('--clients', nargs='+', choices=CLIENTS + VARIANTS + AZURE_CLIENTS,
+                        help='default: every client of --store')
     parser.add_argument('--links', nargs='+', choices=['loopback', 'proxy', 'kernel'],
                         default=['loopback', 'proxy', 'kernel'])
     parser.add_argument('--profile', choices=sorted(PROFILES), default='same-region')
@@ -215,6 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--out', default=os.path.join(REPO, 'benchmarks', 'results',
                                                       'transport.json'))
     args = parser.parse_args(argv)
+    args.clients = args.clients or list(AZURE_CLIENTS if args.store == 'azure' else CLIENTS)
     clients = [c for c in args.clients if importlib.util.find_spec(MODULES[c]) is not None]
     missing = sorted(set(args.clients) - set(clients))
     if missing:
@@ -224,7 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     for client in clients:
         from importlib import metadata
         dist = {'s3_light': 'shardflow', 'mountpoint': 's3torchconnectorclient',
-                'obstore-bytes': 'obstore'}.get(
+                'obstore-bytes': 'obstore', 'obstore-azure': 'obstore',
+                'azure': 'azure-storage-blob'}.get(
             client, MODULES[client])
         try:
             versions[client] = metadata.version(dist)
@@ -234,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
                               'load_before': load(), 'cpus': os.cpu_count(),
                               'versions': versions, 'settings': {
                                   k: getattr(args, k) for k in (
-                                      'profile', 'objects', 'size', 'part', 'in_flight',
+                                      'store', 'profile', 'objects', 'size', 'part', 'in_flight',
                                       'repeats')}}
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as home:
@@ -242,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
             rows += run_link(link, args, clients, home)
         report['runs'] = rows
         report['summary'] = summarize(rows)
-        if not args.no_probes:
+        if not args.no_probes and args.store == 's3':
             report['probes'] = run_probes(clients, home, 60.0)
     report['load_after'] = load()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -16,7 +16,9 @@ Clients (each configured as the download layer would use it: its own retries off
 - ``awscrt``: AWS's Common Runtime S3 client (``awscrt.s3.S3Client``), what ``boto3[crt]``'s
   transfer manager runs on;
 - ``mountpoint``: ``s3torchconnectorclient.MountpointS3Client``, the Rust client on the CRT
-  beneath ``s3torchconnector``.
+  beneath ``s3torchconnector``;
+- Azure Blob Storage: ``azure`` (ours, ``streaming.storage.azure`` on the Azure SDK) and
+  ``obstore-azure`` (``obstore.store.AzureStore``).
 
 Only the standard library is imported at module level: the worker's import time is the client's.
 """
@@ -38,9 +40,12 @@ from urllib.parse import urlsplit
 CLIENTS = ('s3_light', 'boto3', 'obstore', 'awscrt', 'mountpoint')
 # Not run by default: obstore collecting each body into one buffer (``GetResult.bytes``).
 VARIANTS = ('obstore-bytes',)
+# Azure Blob Storage (``--store azure``): ours (the Azure SDK) and obstore's ``AzureStore``.
+AZURE_CLIENTS = ('azure', 'obstore-azure')
 # What each client needs importable (the bench reports a client whose module is missing).
 MODULES = {'s3_light': 'streaming', 'boto3': 'boto3', 'obstore': 'obstore', 'awscrt': 'awscrt',
-           'mountpoint': 's3torchconnectorclient', 'obstore-bytes': 'obstore'}
+           'mountpoint': 's3torchconnectorclient', 'obstore-bytes': 'obstore',
+           'azure': 'azure.storage.blob', 'obstore-azure': 'obstore'}
 CHUNK = 256 << 10
 TIMEOUT = 60.0
 Fetch = Callable[[str, 'int | None', 'int | None'], 'tuple[int, float]']
@@ -67,11 +72,14 @@ def _backend_client(endpoint: str, bucket: str, boto: bool) -> Fetch:
     os.environ['S3_ENDPOINT_URL'] = endpoint
     os.environ['STREAMING_S3_CLIENT'] = 'boto3' if boto else 'auto'
     from streaming.storage.s3 import S3Backend
-    backend = S3Backend()
+    return _through_backend(S3Backend(), f's3://{bucket}/')
 
+
+def _through_backend(backend: Any, prefix: str) -> Fetch:
+    """``fetch`` through one of our backends' ``read`` (the download layer's call)."""
     def fetch(key: str, start: int | None = None, end: int | None = None) -> tuple[int, float]:
         started = time.perf_counter()
-        response = backend.read(f's3://{bucket}/{key}', start or 0, end, timeout=TIMEOUT)
+        response = backend.read(f'{prefix}{key}', start or 0, end, timeout=TIMEOUT)
         return _drain(response.chunks, started)
     return fetch
 
@@ -83,7 +91,6 @@ def _import_backend() -> None:
 def _obstore_client(endpoint: str, bucket: str, whole: bool = False) -> Fetch:
     from datetime import timedelta
 
-    import obstore
     from obstore.store import S3Store
     unsigned = os.environ.get('S3_UNSIGNED') == '1'
     store = S3Store(bucket, endpoint=endpoint, region=os.environ.get('AWS_DEFAULT_REGION'),
@@ -91,6 +98,12 @@ def _obstore_client(endpoint: str, bucket: str, whole: bool = False) -> Fetch:
                     client_options={'allow_http': True, 'timeout': f'{int(TIMEOUT)}s',
                                     'connect_timeout': '60s'},
                     retry_config={'max_retries': 0, 'retry_timeout': timedelta(0)})
+    return _through_obstore(store, whole)
+
+
+def _through_obstore(store: Any, whole: bool = False) -> Fetch:
+    """``fetch`` with ``obstore.get``: streamed in ``CHUNK`` pieces, or one buffer (``whole``)."""
+    import obstore
 
     def fetch(key: str, start: int | None = None, end: int | None = None) -> tuple[int, float]:
         started = time.perf_counter()
@@ -149,10 +162,29 @@ def _mountpoint_client(endpoint: str, bucket: str) -> Fetch:
     return fetch
 
 
+def _azure_backend_client(endpoint: str, container: str) -> Fetch:
+    os.environ['AZURE_STORAGE_ENDPOINT'] = endpoint
+    from streaming.storage.azure import AzureBackend
+    return _through_backend(AzureBackend(), f'azure://{container}/')
+
+
+def _obstore_azure_client(endpoint: str, container: str) -> Fetch:
+    from datetime import timedelta
+
+    from obstore.store import AzureStore
+    store = AzureStore(container, account_name=os.environ['AZURE_ACCOUNT_NAME'],
+                       account_key=os.environ['AZURE_ACCOUNT_ACCESS_KEY'], endpoint=endpoint,
+                       client_options={'allow_http': True, 'timeout': f'{int(TIMEOUT)}s'},
+                       retry_config={'max_retries': 0, 'retry_timeout': timedelta(0)})
+    return _through_obstore(store)
+
+
 IMPORTS: dict[str, Callable[[], Any]] = {
     's3_light': _import_backend, 'boto3': _import_backend,
     'obstore': lambda: __import__('obstore.store'),
     'obstore-bytes': lambda: __import__('obstore.store'),
+    'azure': lambda: __import__('streaming.storage.azure'),
+    'obstore-azure': lambda: __import__('obstore.store'),
     'awscrt': lambda: __import__('awscrt.s3'),
     'mountpoint': lambda: __import__('s3torchconnectorclient._mountpoint_s3_client'),
 }
@@ -161,6 +193,7 @@ BUILDERS: dict[str, Callable[[str, str], Fetch]] = {
     'boto3': lambda e, b: _backend_client(e, b, boto=True),
     'obstore': _obstore_client, 'awscrt': _awscrt_client, 'mountpoint': _mountpoint_client,
     'obstore-bytes': lambda e, b: _obstore_client(e, b, whole=True),
+    'azure': _azure_backend_client, 'obstore-azure': _obstore_azure_client,
 }
 
 
@@ -229,7 +262,7 @@ def probe(client: str, endpoint: str, bucket: str, key: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('client', choices=CLIENTS + VARIANTS)
+    parser.add_argument('client', choices=CLIENTS + VARIANTS + AZURE_CLIENTS)
     parser.add_argument('--task', choices=['bench', 'probe'], required=True)
     parser.add_argument('--endpoint', required=True)
     parser.add_argument('--bucket', required=True)
