@@ -17,7 +17,8 @@ retries off, as the download layer uses it): a ``503 SlowDown`` with ``Retry-Aft
 error surface with its status, how many requests were sent), a connection reset half-way
 through a body (an error, a silent short body, or a retry), and which credentials each client
 finds: environment keys, a shared credentials file + ``AWS_PROFILE``, ``S3_UNSIGNED=1``, and no
-credentials anywhere.
+credentials anywhere; and whether a child forked after the client was used (as DataLoader
+workers are) can read with a client of its own. ``--links`` with no link runs the probes only.
 
 The candidates must be importable by the interpreter running this (clients that are not are
 reported as missing): ``scripts/transport_env.sh`` builds a separate venv with them::
@@ -228,7 +229,7 @@ def _credentials_cases(scratch: str) -> dict[str, dict[str, str]]:
 
 def run_probes(clients: list[str], home: str, timeout: float) -> dict[str, Any]:
     """Throttling, resets and credential chains, per client, against the stub server."""
-    results: dict[str, Any] = {'throttle': {}, 'reset': {}, 'credentials': {}}
+    results: dict[str, Any] = {'throttle': {}, 'reset': {}, 'credentials': {}, 'fork': {}}
     with StubS3(BUCKET) as stub, tempfile.TemporaryDirectory() as scratch:
         keys_env = {'AWS_DEFAULT_REGION': 'us-east-1', **{
             k: v for k, v in CREDENTIALS.items() if k != 'AWS_DEFAULT_REGION'}}
@@ -240,6 +241,10 @@ def run_probes(clients: list[str], home: str, timeout: float) -> dict[str, Any]:
                 outcome['requests'] = stub.requests(key)
                 results[fault][client] = outcome
                 _log(f'{fault} {client}: {outcome}')
+            results['fork'][client] = worker(client, 'fork', stub.endpoint,
+                                             clean_env(home, **keys_env), timeout, '--keys',
+                                             f'ok/fork/{client}')
+            _log(f'fork {client}: {results["fork"][client]}')
             for case, extra in _credentials_cases(scratch).items():
                 key = f'ok/{client}/{re.sub("[^A-Za-z0-9]+", "-", case)}'
                 outcome = worker(client, 'probe', stub.endpoint, clean_env(home, **extra),
@@ -255,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--store', choices=['s3', 'azure'], default='s3')
     parser.add_argument('--clients', nargs='+', choices=CLIENTS + VARIANTS + AZURE_CLIENTS,
                         help='default: every client of --store')
-    parser.add_argument('--links', nargs='+', choices=['loopback', 'proxy', 'kernel'],
+    parser.add_argument('--links', nargs='*', choices=['loopback', 'proxy', 'kernel'],
                         default=['loopback', 'proxy', 'kernel'])
     parser.add_argument('--profile', choices=sorted(PROFILES), default='same-region')
     parser.add_argument('--objects', type=int, default=48)

@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import statistics
 import sys
 import threading
@@ -260,10 +261,34 @@ def probe(client: str, endpoint: str, bucket: str, key: str) -> dict[str, Any]:
                 'seconds': time.perf_counter() - started}
 
 
+def fork_probe(client: str, endpoint: str, bucket: str, key: str, wait: float = 20.0
+               ) -> dict[str, Any]:
+    """One GET here, then one from a forked child with a client of its own (as a DataLoader
+    worker makes): did the child finish, fail, or hang?"""
+    IMPORTS[client]()
+    BUILDERS[client](endpoint, bucket)(key, None, None)
+    pid = os.fork()
+    if pid == 0:  # The child: exit 0 with the bytes, 3 on an error; never returns.
+        try:
+            os._exit(0 if BUILDERS[client](endpoint, bucket)(key, None, None)[0] else 2)
+        except BaseException:  # noqa: BLE001 - the exit status is the answer
+            os._exit(3)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            return {'child': 'ok' if code == 0 else f'failed (exit status {code})'}
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return {'child': f'hung (killed after {wait:.0f} s)'}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('client', choices=CLIENTS + VARIANTS + AZURE_CLIENTS)
-    parser.add_argument('--task', choices=['bench', 'probe'], required=True)
+    parser.add_argument('--task', choices=['bench', 'probe', 'fork'], required=True)
     parser.add_argument('--endpoint', required=True)
     parser.add_argument('--bucket', required=True)
     parser.add_argument('--keys', nargs='*', default=[])
@@ -275,6 +300,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.task == 'bench':
         out = bench(args.client, args.endpoint, args.bucket, args.keys, args.size, args.part,
                     args.in_flight, args.small)
+    elif args.task == 'fork':
+        out = fork_probe(args.client, args.endpoint, args.bucket, args.keys[0])
     else:
         out = probe(args.client, args.endpoint, args.bucket, args.keys[0])
     sys.stdout.write(json.dumps(out) + '\n')

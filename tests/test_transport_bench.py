@@ -61,6 +61,9 @@ def test_probes_see_throttling_resets_and_credentials(stub, tmp_path, client) ->
                       clean_env(home, S3_UNSIGNED='1', AWS_DEFAULT_REGION='us-east-1'), 120,
                       '--keys', f'ok/{client}/unsigned')
     assert unsigned['bytes'] == 64 << 10 and stub.access_keys(f'ok/{client}/unsigned') == [None]
+    forked = worker(client, 'fork', stub.endpoint, clean_env(home, **KEYS), 120,
+                    '--keys', f'ok/{client}/fork')
+    assert forked == {'child': 'ok'} and stub.requests(f'ok/{client}/fork') == 2
 
 
 def test_a_loopback_run_measures_and_summarizes(tmp_path) -> None:
