@@ -255,6 +255,23 @@ def run_probes(clients: list[str], home: str, timeout: float) -> dict[str, Any]:
     return results
 
 
+def markdown(report: dict[str, Any]) -> str:
+    """Per link, a table of each client's medians (the tables of docs/storage/transport.md)."""
+    lines = []
+    for link, clients in report['summary'].items():
+        loads = [r['load'].split()[0] for r in report['runs'] if r['link'] == link]
+        lines += ['', f'{link} (load {min(loads, key=float)}-{max(loads, key=float)}):', '',
+                  '| client | whole MB/s | whole CPU-s/GB | ranged MB/s | ranged CPU-s/GB | '
+                  'start-up s |', '|---|---|---|---|---|---|']
+        for client, f in clients.items():
+            lines.append(f"| {client} | {f['whole_mb_per_s']['median']:.1f} | "
+                         f"{f['whole_cpu_s_per_gb']['median']:.2f} | "
+                         f"{f['ranged_mb_per_s']['median']:.1f} | "
+                         f"{f['ranged_cpu_s_per_gb']['median']:.2f} | "
+                         f"{f['startup_s']['median']:.2f} |")
+    return '\n'.join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--store', choices=['s3', 'azure'], default='s3')
@@ -270,9 +287,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--timeout', type=float, default=600.0, help='seconds per client run')
     parser.add_argument('--no-probes', action='store_true')
+    parser.add_argument('--table', metavar='RESULTS', help='print the tables of a results file')
     parser.add_argument('--out', default=os.path.join(REPO, 'benchmarks', 'results',
                                                       'transport.json'))
     args = parser.parse_args(argv)
+    if args.table:
+        with open(args.table) as f:
+            print(markdown(json.load(f)))
+        return
     args.clients = args.clients or list(AZURE_CLIENTS if args.store == 'azure' else CLIENTS)
     clients = [c for c in args.clients if importlib.util.find_spec(MODULES[c]) is not None]
     missing = sorted(set(args.clients) - set(clients))
