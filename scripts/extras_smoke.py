@@ -236,7 +236,8 @@ MODULES = {'s3': ['streaming.storage.s3'], 'gcs': ['streaming.storage.gcs'],
            'dbfs': ['streaming.storage.dbfs'], 'fsspec': ['streaming.storage.fsspec_backend'],
            'vision': ['streaming.vision'], 'text': ['transformers', 'streaming.text'],
            'convert': ['pyarrow', 'streaming.convert.sources'],
-           'tokens': ['tokenizers', 'pyarrow', 'streaming.tokens.pretokenize']}
+           'tokens': ['tokenizers', 'pyarrow', 'streaming.tokens.pretokenize'],
+           'obstore': ['obstore.store']}
 
 
 def check(extra: str, endpoints_file: str | None) -> None:
