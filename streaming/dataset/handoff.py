@@ -289,7 +289,8 @@ def _columns_from(view: memoryview, layout: list) -> dict[str, Any]:
             batch[name] = _int_tensor(view[pos:pos + 8 * count], count)
         elif kind == _BYTES:
             offsets = np.frombuffer(info, np.int64).tolist()
-            batch[name] = [bytes(view[a:b]) for a, b in zip(offsets, offsets[1:])]
+            # tobytes() rather than bytes(slice): one call less per value (small ones count).
+            batch[name] = [view[a:b].tobytes() for a, b in zip(offsets, offsets[1:])]
         elif kind == _STR:
             offsets = np.frombuffer(info, np.int64).tolist()
             batch[name] = [str(view[a:b], 'utf-8') for a, b in zip(offsets, offsets[1:])]

@@ -23,6 +23,7 @@ from multiprocessing import reduction
 from typing import Any
 
 from streaming.coord.shared_dir import start_time
+from streaming.dataset.heap import keep_freed
 
 __all__ = ['Ring', 'Maps', 'HEADER', 'SLOTS', 'FREE', 'BUSY']
 
@@ -123,6 +124,9 @@ class Maps:
                     old[1].close()
                 self.maps[key] = (generation, data)
                 self.drop_dead()
+                # Batches of up to a slot are copied out of it into new objects: the heap
+                # keeps a ring's worth of freed memory for them (streaming.dataset.heap).
+                keep_freed(size, size // SLOTS)
             entry = self.maps.get(key)
         if entry is None or entry[0] != generation:
             raise RuntimeError(f'A batch from DataLoader worker process {pid} refers to shared '
