@@ -10,7 +10,10 @@ decoded without copying. Files named ``cache-*`` (``datasets``' map caches) are 
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+import json
+import posixpath
+import re
+from typing import Any, Callable, Iterator
 
 from streaming.errors import SourceFileError
 from streaming.format.arrow_values import Decoded, column_getters, type_name
@@ -21,6 +24,8 @@ from streaming.format.sources import ChunkFile, SourceFormat, register_source
 __all__ = ['ArrowSource', 'ArrowReader']
 
 FILE_MAGIC = b'ARROW1\0\0'
+# save_to_disk's file names: data-00003-of-00010.arrow.
+_NUMBERED = re.compile(r'data-(\d{5,})-of-(\d{5,})\.arrow')
 _MAX_FOOTER = 64 << 20  # An IPC file footer (a few dozen bytes per record batch) is smaller.
 
 
@@ -76,6 +81,45 @@ class ArrowSource(SourceFormat):
     ignored_prefixes = ('cache-',)
     streamed = True
     options = {'unit_bytes': 16 << 20}
+    record_version = 2  # Indexing checks more (issue 32): older sidecar records are redone.
+
+    def check_listing(self, root: str, names: list[str],
+                      read: Callable[[str], bytes | None]) -> None:
+        """Each folder's data files must all be there.
+
+        Those its ``state.json`` lists, else (without one) every ``data-NNNNN-of-MMMMM.arrow`` of
+        the numbering found. ``dataset_info.json`` is not read: the data files describe
+        themselves.
+        """
+        present = set(names)
+        for folder in sorted({posixpath.dirname(name) for name in names}):
+            state_name = posixpath.join(folder, 'state.json')
+            text = read(state_name)
+            if text is not None:
+                try:
+                    files = json.loads(text)['_data_files']
+                    listed = [posixpath.join(folder, item['filename']) for item in files]
+                    if not all(isinstance(name, str) for name in listed):
+                        raise TypeError('a file name is not a string')
+                except (ValueError, KeyError, TypeError, RecursionError) as error:
+                    raise SourceFileError(f'{posixpath.join(root, state_name)} is not a '
+                                          f'datasets state.json ({type(error).__name__}: '
+                                          f'{str(error)[:200]}): it is corrupt.') from None
+                by = state_name
+            else:
+                numbered = [m for name in names if posixpath.dirname(name) == folder and
+                            (m := _NUMBERED.fullmatch(posixpath.basename(name)))]
+                if not numbered:
+                    continue
+                total = max(int(m.group(2)) for m in numbered)
+                listed = [posixpath.join(folder, f'data-{i:05d}-of-{total:05d}.arrow')
+                          for i in range(total)]
+                by = f'the numbering of {numbered[0].group(0)}'
+            missing = [name for name in listed if name not in present]
+            if missing:
+                raise SourceFileError(f'{posixpath.join(root, missing[0])} is missing (and '
+                                      f'{len(missing) - 1} more): {by} lists it. Streaming the '
+                                      f'other files would silently skip its rows.')
 
     def index_chunks(self, where: str, size: int, chunks: Iterator[bytes],
                      options: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import random
 import struct
 from typing import Any, Callable, Iterator
 
-from tests.sources.damage import EXTREMES, pick, plain, region_damages
+from tests.sources.damage_columnar import EXTREMES, pick, plain, region_damages
 
 FILE_MAGIC = b'ARROW1\0\0'
 ROWS = 40

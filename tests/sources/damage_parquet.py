@@ -14,12 +14,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from streaming.fileio import file_etag
-from streaming.format import reader_from_json
-from streaming.format.sources import get_source
-from streaming.storage.objects import ObjectInfo
-from streaming.storage.sources import fetch_ranges
-from tests.sources.damage import (
+from tests.sources.damage_columnar import (
     EXTREMES,
     pick,
     plain,
@@ -165,73 +160,6 @@ def invalid_utf8(data: bytes) -> Iterator[tuple[str, str, bytes]]:
         if at >= 0:
             yield 'invalid-utf8', f'{value!r} at {at}', \
                 data[:at] + b'\xff\xfe' + data[at + 2:]
-
-
-# ---- reading ---------------------------------------------------------------------------------
-def write_as(path: str, data: bytes, like: os.stat_result | None = None) -> None:
-    """Write ``data`` to ``path``; with ``like``, keep that stat's mtime (bit rot in place)."""
-    with open(path, 'r+b' if os.path.exists(path) else 'wb') as f:
-        f.write(data)
-        f.truncate(len(data))
-    if like is not None:
-        os.utime(path, ns=(like.st_atime_ns, like.st_mtime_ns))
-
-
-def index_file(fmt: str, path: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The file record of ``path``, indexed as ``SourceStream`` does for a local file."""
-    source = get_source(fmt)
-    st = os.stat(path)
-    options = {**source.options, **options}
-    if source.streamed:
-        def chunks() -> Iterator[bytes]:
-            with open(path, 'rb') as f:
-                while chunk := f.read(1 << 16):
-                    yield chunk
-        record = source.index_chunks(path, st.st_size, chunks(), options)
-    else:
-        def read(start: int, end: int) -> bytes:
-            with open(path, 'rb') as f:
-                f.seek(start)
-                return f.read(end - start)
-        record = source.index_ranges(path, st.st_size, read, options)
-    return {**record, 'size': st.st_size, 'etag': file_etag(st)}
-
-
-def read_units(fmt: str, root: str, rel: str, record: dict[str, Any], cache: str,
-               in_place: bool) -> list[dict]:
-    """Every sample of the file's units, read as the stream reads them (in place, or copied)."""
-    source = get_source(fmt)
-    out = []
-    for entry in source.entries(record, rel, None):
-        if in_place:
-            entry['source_root'] = root
-        else:
-            local = os.path.join(cache, entry['raw_data']['basename'])
-            fetch_ranges(os.path.join(root, rel), local, entry['ranges'],
-                         expect=ObjectInfo(record['size'], record['etag']))
-        reader = reader_from_json(cache, None, entry)
-        try:
-            out.extend(reader.get_item(i) for i in range(reader.samples))
-        finally:
-            reader.close()
-    return out
-
-
-def case_reader(fmt: str, root: str, rel: str, damaged: bytes, moment: str, in_place: bool,
-                options: dict[str, Any]) -> Callable[[], list[dict]]:
-    """``read()`` of one case: the file at ``root/rel`` is clean; damage it at ``moment``."""
-    path = os.path.join(root, rel)
-    cache = os.path.join(root, '.cache')
-
-    def read() -> list[dict]:
-        if moment == 'index':
-            write_as(path, damaged)
-            return read_units(fmt, root, rel, index_file(fmt, path, options), cache, in_place)
-        record = index_file(fmt, path, options)
-        write_as(path, damaged, like=os.stat(path))
-        return read_units(fmt, root, rel, record, cache, in_place)
-
-    return read
 
 
 def parquet_reference(path: str) -> Callable[[], list[dict] | None]:

@@ -1,4 +1,4 @@
-"""The damage campaign's machinery: damaged copies of real files, read, and the outcome judged.
+"""The Parquet and Arrow damage campaign's machinery: damaged copies of real files, judged.
 
 A *case* is a clean file written by the real producer (pyarrow), one damage (truncation at a
 structural boundary, garbage over a structure, a flipped bit, a field of a Thrift struct set to
@@ -19,7 +19,9 @@ samples than the reference decoder reads, or samples where it refuses the file) 
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
 import struct
 from collections import Counter
 from typing import Any, Callable, Iterator
@@ -27,8 +29,17 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from streaming.errors import StreamingError
+from streaming.fileio import file_etag
+from streaming.format import reader_from_json
 from streaming.format.parquet_pages import _varint  # A varint (clean files only here).
-from tests.format.test_fuzz import _time_limit as time_limit
+from streaming.format.sources import get_source
+from streaming.storage.objects import ObjectInfo
+from streaming.storage.sources import fetch_ranges
+
+try:  # Where the time limit of the fuzz tests lives (tests/unit_helpers once shared).
+    from tests.unit_helpers import time_limit  # type: ignore[attr-defined]
+except ImportError:
+    from tests.format.test_fuzz import _time_limit as time_limit
 
 SECONDS_PER_CASE = 20
 BAD = ('bare', 'hang', 'wrong', 'short')
@@ -239,3 +250,110 @@ def pick(rng: random.Random, items: list, count: int) -> list:
     if len(items) <= count:
         return list(items)
     return rng.sample(items, count)
+
+
+# ---- reading ---------------------------------------------------------------------------------
+def write_as(path: str, data: bytes, like: os.stat_result | None = None) -> None:
+    """Write ``data`` to ``path``; with ``like``, keep that stat's mtime (bit rot in place)."""
+    with open(path, 'r+b' if os.path.exists(path) else 'wb') as f:
+        f.write(data)
+        f.truncate(len(data))
+    if like is not None:
+        os.utime(path, ns=(like.st_atime_ns, like.st_mtime_ns))
+
+
+def index_file(fmt: str, path: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The file record of ``path``, indexed as ``SourceStream`` does for a local file."""
+    source = get_source(fmt)
+    st = os.stat(path)
+    options = {**source.options, **options}
+    if source.streamed:
+        def chunks() -> Iterator[bytes]:
+            with open(path, 'rb') as f:
+                while chunk := f.read(1 << 16):
+                    yield chunk
+        record = source.index_chunks(path, st.st_size, chunks(), options)
+    else:
+        def read(start: int, end: int) -> bytes:
+            with open(path, 'rb') as f:
+                f.seek(start)
+                return f.read(end - start)
+        record = source.index_ranges(path, st.st_size, read, options)
+    return {**record, 'size': st.st_size, 'etag': file_etag(st)}
+
+
+def read_units(fmt: str, root: str, rel: str, record: dict[str, Any], cache: str,
+               in_place: bool) -> list[dict]:
+    """Every sample of the file's units, read as the stream reads them (in place, or copied)."""
+    source = get_source(fmt)
+    out = []
+    for entry in source.entries(record, rel, None):
+        if in_place:
+            entry['source_root'] = root
+        else:
+            local = os.path.join(cache, entry['raw_data']['basename'])
+            fetch_ranges(os.path.join(root, rel), local, entry['ranges'],
+                         expect=ObjectInfo(record['size'], record['etag']))
+        reader = reader_from_json(cache, None, entry)
+        try:
+            out.extend(reader.get_item(i) for i in range(reader.samples))
+        finally:
+            reader.close()
+    return out
+
+
+def case_reader(fmt: str, root: str, rel: str, damaged: bytes, moment: str, in_place: bool,
+                options: dict[str, Any]) -> Callable[[], list[dict]]:
+    """``read()`` of one case: the file at ``root/rel`` is clean; damage it at ``moment``."""
+    path = os.path.join(root, rel)
+    cache = os.path.join(root, '.cache')
+
+    def read() -> list[dict]:
+        if moment == 'index':
+            write_as(path, damaged)
+            return read_units(fmt, root, rel, index_file(fmt, path, options), cache, in_place)
+        record = index_file(fmt, path, options)
+        write_as(path, damaged, like=os.stat(path))
+        return read_units(fmt, root, rel, record, cache, in_place)
+
+    return read
+
+
+# ---- a campaign ---------------------------------------------------------------------------
+# Damages of each kind per clean file (CI: 4; the bigger run: 40, each read in every mode).
+CASES = int(os.environ.get('STREAMING_COLUMNAR_DAMAGES', '4'))
+EVERY_MODE = 'STREAMING_COLUMNAR_DAMAGES' in os.environ  # CI: the modes taken in turn.
+MOMENTS = ('index', 'read')
+
+
+def campaign(fmt: str, clean_files: dict[str, tuple[bytes, list[dict]]],
+             damages: Callable[[bytes, random.Random, int], Iterator[tuple[str, str, bytes]]],
+             reference: Callable[[str], Callable[[], list[dict] | None]],
+             modes: list[tuple[bool, dict[str, Any]]], tmp: str, tally: Tally,
+             cases: int = CASES) -> list[tuple[str, str, str, str, str]]:
+    """Every damage of every clean file, at each moment, judged into ``tally``.
+
+    ``clean_files``: variant -> (its bytes, its rows); ``modes``: (read in place, indexing
+    options), every one for each damage and moment with ``EVERY_MODE``, else one in turn.
+    Returns (variant, kind, where, moment, outcome) of every case.
+    """
+    rel = 'data-00000-of-00001.' + ('arrow' if fmt == 'arrow' else 'parquet')
+    out = []
+    turn = 0
+    for variant, (data, rows) in clean_files.items():
+        for kind, where, damaged in damages(data, random.Random(f'{fmt}/{variant}'), cases):
+            for moment in MOMENTS:
+                turn += 1
+                for in_place, options in modes if EVERY_MODE else [modes[turn % len(modes)]]:
+                    root = os.path.join(tmp, 'case')
+                    shutil.rmtree(root, ignore_errors=True)
+                    os.makedirs(root)
+                    with open(os.path.join(root, rel), 'wb') as f:
+                        f.write(data)
+                    outcome, detail = judge(
+                        case_reader(fmt, root, rel, damaged, moment, in_place, options), rows,
+                        reference(os.path.join(root, rel)), rel)
+                    tally.add(fmt, kind, moment, outcome,
+                              f'{variant}, {where}, in place {in_place}, {options}: {detail}')
+                    out.append((variant, kind, where, moment, outcome))
+    return out
