@@ -16,7 +16,7 @@ import re
 from typing import Any, Callable, Iterator
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import Decoded, column_getters, type_name
+from streaming.format.arrow_values import Decoded, arrow_failures, column_getters, type_name
 from streaming.format.registry import register_format
 from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.format.sources import ChunkFile, SourceFormat, register_source
@@ -185,11 +185,12 @@ class ArrowReader(SourceReader):
             table.validate(full=True)  # Offsets in bounds, strings UTF-8: else ArrowInvalid.
             return table
 
-        table = self.read_table(read, what)
+        table = self.read_table(arrow_failures(read), what)
         if self.columns is not None:
             table = table.select(self.columns)
         where = f'{what} of {self.source} ({self.where()})'
-        return self.decoding(lambda: column_getters(table, where), what), table.nbytes
+        return self.decoding(arrow_failures(lambda: column_getters(table, where)),
+                             what), table.nbytes
 
 
 register_source(ArrowSource())

@@ -25,7 +25,8 @@ import numpy as np
 
 from streaming.errors import SourceFileError
 
-__all__ = ['column_getters', 'Decoded', 'DecodedCache', 'span_accessors', 'type_name']
+__all__ = ['arrow_failures', 'column_getters', 'Decoded', 'DecodedCache', 'span_accessors',
+           'type_name']
 
 Getter = Callable[[int], Any]
 Gatherer = Callable[[np.ndarray], Any]
@@ -129,6 +130,22 @@ def span_accessors(datas: list[memoryview], chunk: np.ndarray, start: np.ndarray
             return [get(i) for i in indices.tolist()]  # Raises, naming the row.
 
     return get, (gather if null is None else None)
+
+
+def arrow_failures(read: Callable[[], Any]) -> Callable[[], Any]:
+    """``read`` with pyarrow's errors that are no ``ValueError`` or ``OSError`` made one.
+
+    A damaged size or type makes pyarrow raise ``ArrowMemoryError`` (a ``MemoryError``: a
+    declared page of 32 GiB) or ``ArrowNotImplementedError`` (a flipped bit in a type);
+    readers turn ``ValueError`` into ``SourceFileError``.
+    """
+    def run() -> Any:
+        import pyarrow as pa
+        try:
+            return read()
+        except (pa.ArrowMemoryError, pa.ArrowNotImplementedError) as error:
+            raise ValueError(f'{type(error).__name__}: {error}') from None
+    return run
 
 
 def _not_utf8(where: str, row: int, error: UnicodeDecodeError) -> Exception:

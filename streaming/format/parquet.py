@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import Decoded, column_getters, type_name
+from streaming.format.arrow_values import Decoded, arrow_failures, column_getters, type_name
 from streaming.format.parquet_footer import RowGroupMeta, read_row_groups
 from streaming.format.parquet_pages import (
     WIDE_VALUE_BYTES,
@@ -343,7 +343,7 @@ class ParquetReader(SourceReader):
                 handle = RangeFile(self.data(), self.ranges, self.source_size)
         first, stop = self.row_groups or (self.unit, self.unit + 1)
         what = f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
-        file = self.decoding(lambda: _open_file(pq, pa, handle), what)
+        file = self.decoding(arrow_failures(lambda: _open_file(pq, pa, handle)), what)
         names = self.columns if self.columns is not None else file.schema_arrow.names
         wide = {} if source is None else \
             _wide_columns(file, source, self._row_groups(file, source)[first:stop], names)
@@ -361,8 +361,9 @@ class ParquetReader(SourceReader):
 
         decoded, nbytes = Decoded({}, {}), 0
         if rest or not wide:
-            table = self.read_table(read, what)
-            decoded = self.decoding(lambda: column_getters(table, self._unit_name(what)), what)
+            table = self.read_table(arrow_failures(read), what)
+            decoded = self.decoding(
+                arrow_failures(lambda: column_getters(table, self._unit_name(what))), what)
             nbytes = table.nbytes
         getters, gatherers = decoded.getters, decoded.gatherers
         for name, (parts, text) in wide.items():

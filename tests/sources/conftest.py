@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from streaming.format import parquet, parquet_pages
 from tests.storage.conftest import moto, s3  # noqa: F401  (the moto S3 server fixtures)
 
 
@@ -46,3 +47,18 @@ def parquet_dir(tmp_path) -> str:
     root = str(tmp_path / 'data')
     write_parquet(root)
     return root
+
+
+@pytest.fixture
+def spied(monkeypatch) -> list[bool]:
+    """Whether each column chunk was read by the page reader (True) or left to pyarrow."""
+    calls: list[bool] = []
+    spans = parquet_pages.binary_spans
+
+    def recorded(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        out = spans(*args, **kwargs)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(parquet, 'binary_spans', recorded)
+    return calls

@@ -357,3 +357,21 @@ def campaign(fmt: str, clean_files: dict[str, tuple[bytes, list[dict]]],
                               f'{variant}, {where}, in place {in_place}, {options}: {detail}')
                     out.append((variant, kind, where, moment, outcome))
     return out
+
+
+def every_damage(module: Any) -> Callable[[bytes, random.Random, int],
+                                          Iterator[tuple[str, str, bytes]]]:
+    """The damages of a format's module (``damage_parquet``...): its ``damages`` of each
+    kind, then its ``invalid_utf8`` ones.
+    """
+    def generate(data: bytes, rng: random.Random, cases: int) -> Iterator[tuple[str, str, bytes]]:
+        yield from module.damages(data, rng, cases)
+        yield from module.invalid_utf8(data)
+    return generate
+
+
+def clean_files(module: Any, variants: list[str], tmp: str) -> dict[str, tuple[bytes, list[dict]]]:
+    """variant -> (the clean file the format's module writes, its rows)."""
+    rows = plain(module.clean_table().to_pylist())
+    return {variant: (module.write_clean(os.path.join(tmp, variant), variant), rows)
+            for variant in variants}

@@ -7,7 +7,6 @@ body, the footer, its length. Each damage is ``(kind, region, bytes of the damag
 
 from __future__ import annotations
 
-import os
 import random
 import struct
 from typing import Any, Callable, Iterator
@@ -131,7 +130,7 @@ def damages(data: bytes, rng: random.Random, per_kind: int) -> Iterator[tuple[st
             data, layout, set_field(footer, field, new))
     binaries = [f for f in shifted if f[1] in ('binary', 'bool', 'byte')]
     for field in pick(rng, binaries * 2, per_kind // 2):
-        new: Any = rng.choice([b'', b'\xff\xfe', b'x' * 9, os.urandom(12), True, False])
+        new: Any = rng.choice([b'', b'\xff\xfe', b'x' * 9, rng.randbytes(12), True, False])
         if field[1] != 'binary':
             new = rng.randrange(256) if field[1] == 'byte' else bool(rng.getrandbits(1))
         elif not isinstance(new, bytes):

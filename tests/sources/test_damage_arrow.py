@@ -18,29 +18,19 @@ import pytest
 from streaming import StreamingDataset
 from streaming.dataset.sources import SourceStream
 from streaming.errors import SourceFileError
+from tests.sources import damage_arrow
 from tests.sources import damage_columnar as damage
 from tests.sources.damage_arrow import (
     arrow_reference,
     clean_table,
-    damages,
-    invalid_utf8,
-    write_clean,
 )
 
 VARIANTS = ['datasets', 'stream', 'file']
 
 
-def _all_damages(data: bytes, rng, cases: int):  # noqa: ANN001, ANN202
-    yield from damages(data, rng, cases)
-    yield from invalid_utf8(data)
-
-
 @pytest.fixture(scope='module')
 def clean_files(tmp_path_factory) -> dict[str, tuple[bytes, list[dict]]]:
-    tmp = tmp_path_factory.mktemp('clean')
-    rows = damage.plain(clean_table().to_pylist())
-    return {variant: (write_clean(str(tmp / f'{variant}.arrow'), variant), rows)
-            for variant in VARIANTS}
+    return damage.clean_files(damage_arrow, list(VARIANTS), str(tmp_path_factory.mktemp('clean')))
 
 
 @pytest.mark.parametrize('variant', VARIANTS)
@@ -48,8 +38,8 @@ def test_damaged_arrow_reads_right_or_fails_typed(variant, clean_files, tmp_path
                                                   capsys) -> None:
     tally = damage.Tally()
     modes = [(False, {'unit_bytes': 1}), (False, {'unit_bytes': 1 << 24})]
-    damage.campaign('arrow', {variant: clean_files[variant]}, _all_damages, arrow_reference,
-                    modes, str(tmp_path), tally)
+    damage.campaign('arrow', {variant: clean_files[variant]}, damage.every_damage(damage_arrow),
+                    arrow_reference, modes, str(tmp_path), tally)
     summary = tally.summary('arrow')
     with capsys.disabled():
         print(f'\narrow {variant}: {summary}')
@@ -127,3 +117,26 @@ def test_a_folder_from_s3_with_a_missing_file_is_refused(s3, tmp_path) -> None:
                        'hf/data-00000-of-00003.arrow')
     assert _read(f's3://{bucket}/hf', str(tmp_path / 'cache2')) == rows
     shutil.rmtree(root)
+
+
+def test_a_type_made_unreadable_after_indexing_is_a_typed_error(clean_files, tmp_path) -> None:
+    """An int64 field's bit width flipped to 192 in the schema message, after indexing: pyarrow
+    raises ``ArrowNotImplementedError`` (no ``ValueError``), which must reach the user typed.
+    """
+    data, rows = clean_files['stream']
+    layout = damage_arrow.Layout(data)
+    _, metadata, body, _ = layout.messages[0]  # The schema message.
+    spots = [at for at in range(metadata, body - 3) if data[at:at + 4] == b'\x40\0\0\0']
+    assert spots
+    outcomes = []
+    for number, at in enumerate(spots):
+        root = tmp_path / str(number)
+        root.mkdir()
+        damage.write_as(str(root / 'a.arrow'), data)
+        damaged = data[:at] + b'\xc0' + data[at + 1:]
+        read = damage.case_reader('arrow', str(root), 'a.arrow', damaged, 'read', False, {})
+        outcome, detail = damage.judge(read, rows, arrow_reference(str(root / 'a.arrow')),
+                                       'a.arrow')
+        assert outcome in ('right', 'typed', 'valid'), detail
+        outcomes.append(detail)
+    assert any('ArrowNotImplementedError' in detail for detail in outcomes), outcomes

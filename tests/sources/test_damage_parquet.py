@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 
 import pytest
 
@@ -26,32 +27,23 @@ from streaming.dataset.sources import SourceStream
 from streaming.errors import SourceFileError, StreamingError
 from streaming.format import parquet, parquet_pages
 from tests.sources import damage_columnar as damage
+from tests.sources import damage_parquet
 from tests.sources.damage_parquet import (
     VARIANTS,
     Layout,
     clean_table,
-    damages,
-    invalid_utf8,
     parquet_reference,
-    write_clean,
 )
 
 TALLY = damage.Tally()
+VALID: Counter = Counter()  # (variant, where the damage was) -> cases read as another valid file
 # Damage inside a page body that a page CRC covers: never "valid" in a file with CRCs.
 BODY = ('data-page', 'dictionary-page')
 
 
-def _all_damages(data: bytes, rng, cases: int):  # noqa: ANN001, ANN202
-    yield from damages(data, rng, cases)
-    yield from invalid_utf8(data)
-
-
 @pytest.fixture(scope='module')
 def clean_files(tmp_path_factory) -> dict[str, tuple[bytes, list[dict]]]:
-    tmp = tmp_path_factory.mktemp('clean')
-    rows = damage.plain(clean_table().to_pylist())
-    return {variant: (write_clean(str(tmp / f'{variant}.parquet'), variant), rows)
-            for variant in VARIANTS}
+    return damage.clean_files(damage_parquet, list(VARIANTS), str(tmp_path_factory.mktemp('clean')))
 
 
 @pytest.mark.parametrize('variant', list(VARIANTS))
@@ -63,9 +55,12 @@ def test_damaged_parquet_reads_right_or_fails_typed(variant, clean_files, tmp_pa
         monkeypatch.setattr(parquet, 'WIDE_VALUE_BYTES', 1)
     tally = damage.Tally()
     modes = [(True, {'unit_bytes': 1}), (False, {'unit_bytes': 1 << 20})]
-    cases = damage.campaign('parquet', {variant: clean_files[variant]}, _all_damages,
-                            parquet_reference, modes, str(tmp_path), tally)
+    cases = damage.campaign('parquet', {variant: clean_files[variant]},
+                            damage.every_damage(damage_parquet), parquet_reference, modes,
+                            str(tmp_path), tally)
     TALLY.counts.update(tally.counts)
+    VALID.update((variant, c[2].split(' ')[0] if c[1] in ('garbage', 'flip') else c[1])
+                 for c in cases if c[4] == 'valid')
     summary = tally.summary('parquet')
     with capsys.disabled():
         print(f'\nparquet {variant}: {summary}')
@@ -84,22 +79,15 @@ def test_campaign_totals(capsys) -> None:
         print(f'\nparquet damage campaign: {summary}')
         for kind, counts in TALLY.by_kind('parquet').items():
             print(f'  {kind}: {counts}')
+        print(f'  read as another valid file, by variant and place: {dict(VALID)}')
     if summary['cases']:
         assert all(summary[name] == 0 for name in damage.BAD)
 
 
-def test_the_page_reader_reads_the_clean_files(clean_files, tmp_path, monkeypatch) -> None:
+def test_the_page_reader_reads_the_clean_files(clean_files, tmp_path, monkeypatch,
+                                               spied) -> None:
     """The campaign's page-reader variants are read by it (so their damages exercise it)."""
     monkeypatch.setattr(parquet, 'WIDE_VALUE_BYTES', 1)
-    calls: list[bool] = []
-    spans = parquet_pages.binary_spans
-
-    def recorded(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        out = spans(*args, **kwargs)
-        calls.append(out is not None)
-        return out
-
-    monkeypatch.setattr(parquet, 'binary_spans', recorded)
     for variant, (_, pages) in VARIANTS.items():
         if not pages:
             continue
@@ -110,7 +98,7 @@ def test_the_page_reader_reads_the_clean_files(clean_files, tmp_path, monkeypatc
         record = damage.index_file('parquet', str(root / 'a.parquet'), {'unit_bytes': 1})
         got = damage.read_units('parquet', str(root), 'a.parquet', record, str(root / 'c'), True)
         assert [damage.plain(s) for s in got] == rows
-    assert calls and all(calls)
+    assert spied and all(spied)
 
 
 # ---- the holes the campaign found, each pinned --------------------------------------------
@@ -238,3 +226,26 @@ def test_a_string_that_is_not_utf8_names_column_row_and_file(tmp_path, monkeypat
                            match=r"column 'text' of row group 0 of a\.parquet .*row 2 is not "
                                  r"valid UTF-8"):
             dataset[2]
+
+
+def test_a_dictionary_of_two_billion_values_is_a_typed_error(tmp_path) -> None:
+    """A dictionary page header declaring 2**31 - 1 values: pyarrow fails to allocate 32 GiB
+    and raises ``ArrowMemoryError`` (a ``MemoryError``), which must reach the user typed.
+    """
+    import pyarrow.parquet as pq
+    root = tmp_path / 'data'
+    root.mkdir()
+    pq.write_table(clean_table(), str(root / 'a.parquet'), row_group_size=8,
+                   **VARIANTS['snappy-v1-dict'][0])
+    data = (root / 'a.parquet').read_bytes()
+    layout = Layout(data)
+    start, stop = layout.chunks[clean_table().column_names.index('blob')]  # Binary values.
+    header = next(p for p in layout.pages if p[3] == 2 and start <= p[0] < stop)[0]
+    fields, _ = damage.thrift_fields(data, header)
+    count = next(f for f in fields if f[0] == (7, 1))  # DictionaryPageHeader.num_values
+    (root / 'a.parquet').write_bytes(damage.set_field(data, count, 2**31 - 1))
+    stream = SourceStream(remote=str(root), local=str(tmp_path / 'cache'),
+                          options={'unit_bytes': 1})
+    with pytest.raises(StreamingError, match=r'a\.parquet'):
+        dataset = StreamingDataset(streams=[stream], batch_size=4)
+        [dataset[i] for i in range(dataset.num_samples)]

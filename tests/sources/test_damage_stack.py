@@ -27,10 +27,8 @@ FORMATS = {'parquet': (damage_parquet, 'snappy-v1-dict', damage_parquet.parquet_
 
 
 def _one_of_each_kind(fmt: str, data: bytes) -> list[tuple[str, str, bytes]]:
-    module = FORMATS[fmt][0]
     seen: dict[str, tuple[str, str, bytes]] = {}
-    for case in list(module.damages(data, random.Random(fmt), 3)) + \
-            list(module.invalid_utf8(data)):
+    for case in damage.every_damage(FORMATS[fmt][0])(data, random.Random(fmt), 3):
         seen.setdefault(case[0], case)
     return list(seen.values())
 
