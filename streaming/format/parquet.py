@@ -314,7 +314,8 @@ class ParquetReader(SourceReader):
 
     def _row_groups(self, file: Any, source: Any) -> list[RowGroupMeta]:
         """The file's row groups, read from its footer (in ``source``) once per process."""
-        key = (self.source, self.source_size, self.source_etag)
+        key = (self.source_root or self.dirname, self.source, self.source_size,
+               self.source_etag)
         groups = _footers.get(key)
         if groups is None:
             start, length = self.ranges[-1]
@@ -380,8 +381,9 @@ class ParquetReader(SourceReader):
                        {name: gatherers[name] for name in names}), nbytes
 
 
-# (source, size, etag) -> its row groups, for the page reader: a few files' footers, parsed once.
-_footers: dict[tuple[str, int, str | None], list[RowGroupMeta]] = {}
+# (root, source, size, etag) -> its row groups, for the page reader: a few files' footers, parsed
+# once.
+_footers: dict[tuple[str, str, int, str | None], list[RowGroupMeta]] = {}
 
 register_source(ParquetSource())
 register_format('parquet', reader=ParquetReader, check_entry=check_ranges_entry,
