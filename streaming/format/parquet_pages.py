@@ -11,7 +11,10 @@ dictionary-encoded (v1 or v2 data pages), a codec pyarrow has. ``binary_spans`` 
 for anything else, or for anything it cannot parse, and pyarrow decodes that column as before.
 
 Page headers are Thrift compact-protocol structs (the Parquet format's ``PageHeader``); the
-definition levels and dictionary indices are the format's RLE/bit-packed hybrid.
+definition levels and dictionary indices are the format's RLE/bit-packed hybrid. Nothing a
+header says is trusted: the parse is bounded (nesting, varint length, list sizes against the
+bytes left), sizes and counts must fit the column chunk, and a page whose CRC-32 (where the
+writer recorded one) does not match goes to pyarrow, which refuses it.
 """
 
 from __future__ import annotations
