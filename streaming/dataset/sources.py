@@ -176,6 +176,8 @@ def index_files(root: str, source: SourceFormat | None, options: dict[str, Any],
     data. Returns (format, the sidecar, how many files were (re)indexed, the stored sidecar).
     """
     source, files = list_sources(root, source, timeout, retries)
+    source.check_listing(root, [rel for rel, _ in files],
+                         lambda rel: _read_optional(_join(root, rel), timeout))
     previous = None
     for where in ([cached(source)] if cached else []) + [_join(root, sidecar_name(source))]:
         previous = load_sidecar(_read_optional(where, timeout), where)

@@ -23,7 +23,10 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ['column_getters', 'Decoded', 'DecodedCache', 'span_accessors', 'type_name']
+from streaming.errors import SourceFileError
+
+__all__ = ['arrow_failures', 'column_getters', 'Decoded', 'DecodedCache', 'span_accessors',
+           'type_name']
 
 Getter = Callable[[int], Any]
 Gatherer = Callable[[np.ndarray], Any]
@@ -73,8 +76,8 @@ def _list_leaf(pa: Any, kind: Any) -> Any:
     return kind
 
 
-def _binary_getter(arrays: list[Any], large: bool,
-                   text: bool) -> tuple[Getter, Gatherer | None]:
+def _binary_getter(arrays: list[Any], large: bool, text: bool,
+                   where: str) -> tuple[Getter, Gatherer | None]:
     """Sample ``i``'s ``bytes``/``str`` cut from the data buffer of the chunk that holds it."""
     datas, chunk_ids, starts, ends = [], [], [], []
     any_null = any(array.null_count for array in arrays)
@@ -90,16 +93,17 @@ def _binary_getter(arrays: list[Any], large: bool,
         if null is not None:
             null.extend(array.is_null().to_pylist())
     return span_accessors(datas, np.concatenate(chunk_ids), np.concatenate(starts),
-                          np.concatenate(ends), null, text)
+                          np.concatenate(ends), null, text, where)
 
 
 def span_accessors(datas: list[memoryview], chunk: np.ndarray, start: np.ndarray,
-                   end: np.ndarray, null: list[bool] | None,
-                   text: bool) -> tuple[Getter, Gatherer | None]:
+                   end: np.ndarray, null: list[bool] | None, text: bool,
+                   where: str = 'a column') -> tuple[Getter, Gatherer | None]:
     """(getter, gatherer) of values that are spans of buffers, cut when asked for.
 
     Sample ``i`` is ``datas[chunk[i]][start[i]:end[i]]`` as ``bytes`` (``str`` if ``text``),
-    None where ``null[i]``; the gatherer is None when there are nulls.
+    None where ``null[i]``; the gatherer is None when there are nulls. A ``str`` value that is
+    not UTF-8 raises ``SourceFileError`` naming ``where`` (the column and unit) and the row.
     """
     start, end = start.astype(np.int64), end.astype(np.int64)
     start_list, end_list, chunk_list = start.tolist(), end.tolist(), chunk.tolist()
@@ -109,17 +113,44 @@ def span_accessors(datas: list[memoryview], chunk: np.ndarray, start: np.ndarray
     def get(i: int) -> Any:
         if null is not None and null[i]:
             return None
-        return kind(datas[chunk_list[i]][start_list[i]:end_list[i]])
+        try:
+            return kind(datas[chunk_list[i]][start_list[i]:end_list[i]])
+        except UnicodeDecodeError as error:
+            raise _not_utf8(where, i, error) from None
 
     def gather(indices: np.ndarray) -> list[Any]:
-        if len(datas) == 1:
-            return [kind(data[a:b]) for a, b in zip(start[indices].tolist(),
-                                                     end[indices].tolist())]
-        return [kind(datas[c][a:b]) for c, a, b in zip(chunk[indices].tolist(),
-                                                        start[indices].tolist(),
-                                                        end[indices].tolist())]
+        try:
+            if len(datas) == 1:
+                return [kind(data[a:b]) for a, b in zip(start[indices].tolist(),
+                                                         end[indices].tolist())]
+            return [kind(datas[c][a:b]) for c, a, b in zip(chunk[indices].tolist(),
+                                                            start[indices].tolist(),
+                                                            end[indices].tolist())]
+        except UnicodeDecodeError:
+            return [get(i) for i in indices.tolist()]  # Raises, naming the row.
 
     return get, (gather if null is None else None)
+
+
+def arrow_failures(read: Callable[[], Any]) -> Callable[[], Any]:
+    """``read`` with pyarrow's errors that are no ``ValueError`` or ``OSError`` made one.
+
+    A damaged size or type makes pyarrow raise ``ArrowMemoryError`` (a ``MemoryError``: a
+    declared page of 32 GiB) or ``ArrowNotImplementedError`` (a flipped bit in a type);
+    readers turn ``ValueError`` into ``SourceFileError``.
+    """
+    def run() -> Any:
+        import pyarrow as pa
+        try:
+            return read()
+        except (pa.ArrowMemoryError, pa.ArrowNotImplementedError) as error:
+            raise ValueError(f'{type(error).__name__}: {error}') from None
+    return run
+
+
+def _not_utf8(where: str, row: int, error: UnicodeDecodeError) -> Exception:
+    return SourceFileError(f'{where}: the string of row {row} is not valid UTF-8 ({error}): '
+                           f'the file is corrupt.')
 
 
 def _list_getter(pa: Any, array: Any) -> Getter | None:
@@ -177,7 +208,7 @@ def _chunked_getter(getters: list[Getter], lengths: list[int]) -> Getter:
     return get
 
 
-def _column_accessors(pa: Any, column: Any) -> tuple[Getter, Gatherer | None]:
+def _column_accessors(pa: Any, column: Any, where: str) -> tuple[Getter, Gatherer | None]:
     """(getter, gatherer or None) of a column: an Arrow array or a table's chunked array.
 
     A column of several chunks (a unit of several row groups) is read chunk by chunk, not
@@ -195,7 +226,7 @@ def _column_accessors(pa: Any, column: Any) -> tuple[Getter, Gatherer | None]:
             types.is_large_string(kind):
         return _binary_getter(
             arrays, types.is_large_binary(kind) or types.is_large_string(kind),
-            types.is_string(kind) or types.is_large_string(kind))
+            types.is_string(kind) or types.is_large_string(kind), where)
     if _numeric(pa, kind):
         gather = None
         if types.is_integer(kind) and not any(array.null_count for array in arrays):
@@ -221,13 +252,16 @@ def _python_values(arrays: list[Any]) -> list[Any]:
     return [value for array in arrays for value in array.to_pylist()]
 
 
-def column_getters(table: Any) -> Decoded:
-    """The getters (and gatherers) of the columns of a ``pyarrow.Table`` (or record batch)."""
+def column_getters(table: Any, where: str = 'a table') -> Decoded:
+    """The getters (and gatherers) of the columns of a ``pyarrow.Table`` (or record batch).
+
+    ``where``: the unit the table is, named by errors of its values (a string not UTF-8).
+    """
     import pyarrow as pa
     getters: dict[str, Getter] = {}
     gatherers: dict[str, Gatherer] | None = {}
     for name in table.column_names:
-        getter, gather = _column_accessors(pa, table.column(name))
+        getter, gather = _column_accessors(pa, table.column(name), f'column {name!r} of {where}')
         getters[name] = getter
         if gather is None:
             gatherers = None

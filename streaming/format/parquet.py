@@ -24,7 +24,8 @@ import sys
 from typing import Any
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import Decoded, column_getters, type_name
+from streaming.format.arrow_values import Decoded, arrow_failures, column_getters, type_name
+from streaming.format.parquet_footer import RowGroupMeta, read_row_groups
 from streaming.format.parquet_pages import (
     WIDE_VALUE_BYTES,
     PageSpans,
@@ -69,6 +70,7 @@ class ParquetSource(SourceFormat):
     name = 'parquet'
     extensions = ('.parquet', '.parq', '.pq')
     options = {'unit_bytes': 8 << 20}  # Consecutive row groups up to this many bytes a unit.
+    record_version = 2  # Indexing checks more (issue 32): older sidecar records are redone.
 
     def index_ranges(self, where: str, size: int, read: Any,
                      options: dict[str, Any]) -> dict[str, Any]:
@@ -88,36 +90,19 @@ class ParquetSource(SourceFormat):
             tail = read(footer_start, tail_start) + tail
             tail_start = footer_start
         footer = tail[footer_start - tail_start:]
-        pq = _pq()
-        import pyarrow as pa
-        try:
-            meta = pq.read_metadata(pa.BufferReader(MAGIC + footer))
-            schema = meta.schema.to_arrow_schema()
-        except Exception as error:
-            raise SourceFileError(f'{where}: the Parquet footer cannot be read ({error}); the '
-                                  f'file is corrupt.') from None
+        meta, schema, groups = _footer(where, footer[:-8], footer_start)
+        tops = [meta.schema.column(c).path.split('.')[0] for c in range(meta.num_columns)]
         units: list[dict[str, Any]] = []
         limit, unit_size = int(options['unit_bytes']), 0
-        for number in range(meta.num_row_groups):
-            group = meta.row_group(number)
+        for number, group in enumerate(groups):
             if not units or unit_size >= limit:
                 units.append({'samples': 0, 'row_groups': [number, number], 'columns': {}})
                 unit_size = 0
             unit = units[-1]
             chunks: dict[str, list[list[int]]] = unit['columns']
-            for c in range(group.num_columns):
-                column = group.column(c)
-                start = column.data_page_offset
-                if column.has_dictionary_page and column.dictionary_page_offset:
-                    start = min(start, column.dictionary_page_offset)
-                length = column.total_compressed_size
-                if start < 4 or start + length > footer_start:
-                    raise SourceFileError(f'{where}: row group {number} column '
-                                          f'{column.path_in_schema!r} lies outside the data '
-                                          f'(bytes {start}-{start + length}): corrupt footer.')
-                top = column.path_in_schema.split('.')[0]
-                chunks.setdefault(top, []).append([start, length])
-                unit_size += length
+            for top, column in zip(tops, group.columns):
+                chunks.setdefault(top, []).append([column.start, column.total_compressed_size])
+                unit_size += column.total_compressed_size
             unit['samples'] += group.num_rows
             unit['row_groups'][1] = number + 1
         return {'schema': {field.name: type_name(field.type) for field in schema},
@@ -150,6 +135,27 @@ class ParquetSource(SourceFormat):
                      columns: list[str] | None) -> dict[str, Any]:
         return {'columns': list(columns) if columns is not None else list(record['schema']),
                 'row_groups': list(unit['row_groups'])}
+
+
+def _footer(where: str, footer: Any, data_end: int) -> tuple[Any, Any, list[RowGroupMeta]]:
+    """(pyarrow's ``FileMetaData``, the Arrow schema, the row groups checked) of a footer.
+
+    ``footer``: its Thrift bytes, without the length and magic after it. pyarrow parses the
+    schema; the row groups are read by ``parquet_footer`` (pyarrow's accessors of column
+    chunks abort the process on some damaged footers).
+    """
+    pq = _pq()
+    import pyarrow as pa
+    try:
+        meta = pq.read_metadata(pa.BufferReader(MAGIC + bytes(footer) +
+                                                struct.pack('<I', len(footer)) + MAGIC))
+        schema = meta.schema.to_arrow_schema()
+        leaves = [(meta.schema.column(c).max_definition_level,
+                   meta.schema.column(c).max_repetition_level) for c in range(meta.num_columns)]
+    except Exception as error:  # noqa: BLE001 - pyarrow raises several kinds here.
+        raise SourceFileError(f'{where}: the Parquet footer cannot be read ({error}); the '
+                              f'file is corrupt.') from None
+    return meta, schema, read_row_groups(where, footer, data_end, leaves)
 
 
 def _projected(unit: dict[str, Any], columns: list[str] | None) -> list[list[int]]:
@@ -229,11 +235,11 @@ def placed(data: Any, ranges: list[list[int]], size: int) -> Any:
     return out
 
 
-def _wide_columns(file: Any, source: Any, first: int, stop: int,
+def _wide_columns(file: Any, source: Any, groups: list[RowGroupMeta],
                   names: list[str]) -> dict[str, tuple[list[PageSpans], bool]]:
     """Columns of ``names`` read from their pages (``parquet_pages``): wide binary ones.
 
-    ``{name: (spans of each row group first:stop, values are str)}``. A column is wide when its
+    ``{name: (spans of each row group of groups, values are str)}``. A column is wide when its
     values are ``WIDE_VALUE_BYTES`` or more on average (decoded); one whose pages cannot be read
     there is left out (pyarrow decodes it).
     """
@@ -259,7 +265,7 @@ def _wide_columns(file: Any, source: Any, first: int, stop: int,
                 leaf.max_repetition_level != 0 or leaf.max_definition_level > 1 or \
                 not (text or types.is_binary(kind) or types.is_large_binary(kind)):
             continue
-        chunks = [meta.row_group(group).column(number) for group in range(first, stop)]
+        chunks = [group.columns[number] for group in groups]
         values = sum(chunk.num_values for chunk in chunks)
         if sum(chunk.total_uncompressed_size for chunk in chunks) < \
                 WIDE_VALUE_BYTES * max(values, 1):
@@ -276,12 +282,14 @@ def _open_file(pq: Any, pa: Any, handle: Any) -> Any:
 
     pyarrow's default pool (mimalloc) takes fresh memory at a higher cost than the system
     allocator in a process that has imported torch (measured: docs/sources/parquet.md, "Local
-    reads", and docs/benchmark-history.md); a decoded unit is all fresh memory.
+    reads", and docs/benchmark-history.md); a decoded unit is all fresh memory. Pages whose
+    writer recorded a CRC-32 are checked against it.
     """
-    file = pq.ParquetFile(handle, pre_buffer=False)
+    file = pq.ParquetFile(handle, pre_buffer=False, page_checksum_verification=True)
     try:
         reader = type(file.reader)(memory_pool=pa.system_memory_pool())
-        reader.open(handle, pre_buffer=False, metadata=file.metadata)
+        reader.open(handle, pre_buffer=False, metadata=file.metadata,
+                    page_checksum_verification=True)
     except (TypeError, AttributeError):  # Another pyarrow's reader: its default pool.
         return file
     file.reader = reader
@@ -300,6 +308,27 @@ class ParquetReader(SourceReader):
     def warm_up(cls) -> None:
         _pq()
 
+    def _unit_name(self, what: str) -> str:
+        """``what`` (row groups) of this file, and where it is read from."""
+        return f'{what} of {self.source} ({self.where()})'
+
+    def _row_groups(self, file: Any, source: Any) -> list[RowGroupMeta]:
+        """The file's row groups, read from its footer (in ``source``) once per process."""
+        key = (self.source_root or self.dirname, self.source, self.source_size,
+               self.source_etag)
+        groups = _footers.get(key)
+        if groups is None:
+            start, length = self.ranges[-1]
+            meta = file.metadata.schema
+            leaves = [(meta.column(c).max_definition_level, meta.column(c).max_repetition_level)
+                      for c in range(len(meta))]
+            groups = read_row_groups(f'{self.source} ({self.where()})',
+                                     memoryview(source)[start:start + length - 8], start, leaves)
+            while len(_footers) >= 16:
+                _footers.pop(next(iter(_footers)))
+            _footers[key] = groups
+        return groups
+
     def decode(self) -> tuple[Decoded, int]:
         pq = _pq()
         import pyarrow as pa
@@ -315,9 +344,10 @@ class ParquetReader(SourceReader):
                 handle = RangeFile(self.data(), self.ranges, self.source_size)
         first, stop = self.row_groups or (self.unit, self.unit + 1)
         what = f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
-        file = self.decoding(lambda: _open_file(pq, pa, handle), what)
+        file = self.decoding(arrow_failures(lambda: _open_file(pq, pa, handle)), what)
         names = self.columns if self.columns is not None else file.schema_arrow.names
-        wide = {} if source is None else _wide_columns(file, source, first, stop, names)
+        wide = {} if source is None else \
+            _wide_columns(file, source, self._row_groups(file, source)[first:stop], names)
         rest = [name for name in names if name not in wide]
 
         # One thread, no pre-buffering: the ranges are in memory already, and pyarrow's pools
@@ -332,12 +362,15 @@ class ParquetReader(SourceReader):
 
         decoded, nbytes = Decoded({}, {}), 0
         if rest or not wide:
-            table = self.read_table(read, what)
-            decoded, nbytes = column_getters(table), table.nbytes
+            table = self.read_table(arrow_failures(read), what)
+            decoded = self.decoding(
+                arrow_failures(lambda: column_getters(table, self._unit_name(what))), what)
+            nbytes = table.nbytes
         getters, gatherers = decoded.getters, decoded.gatherers
         for name, (parts, text) in wide.items():
             self.check_rows(sum(len(part.chunk) for part in parts), what)
-            getters[name], gather = parts_accessors(parts, text)
+            getters[name], gather = parts_accessors(parts, text,
+                                                    f'column {name!r} of {self._unit_name(what)}')
             nbytes += sum(part.held for part in parts)
             if gather is None:
                 gatherers = None
@@ -347,6 +380,10 @@ class ParquetReader(SourceReader):
         return Decoded(order, None if gatherers is None else
                        {name: gatherers[name] for name in names}), nbytes
 
+
+# (root, source, size, etag) -> its row groups, for the page reader: a few files' footers, parsed
+# once.
+_footers: dict[tuple[str, str, int, str | None], list[RowGroupMeta]] = {}
 
 register_source(ParquetSource())
 register_format('parquet', reader=ParquetReader, check_entry=check_ranges_entry,

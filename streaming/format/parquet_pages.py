@@ -11,19 +11,24 @@ dictionary-encoded (v1 or v2 data pages), a codec pyarrow has. ``binary_spans`` 
 for anything else, or for anything it cannot parse, and pyarrow decodes that column as before.
 
 Page headers are Thrift compact-protocol structs (the Parquet format's ``PageHeader``); the
-definition levels and dictionary indices are the format's RLE/bit-packed hybrid.
+definition levels and dictionary indices are the format's RLE/bit-packed hybrid. Nothing a
+header says is trusted: the parse is bounded (nesting, varint length, list sizes against the
+bytes left), sizes and counts must fit the column chunk, and a page whose CRC-32 (where the
+writer recorded one) does not match goes to pyarrow, which refuses it.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from streaming.format.arrow_values import Gatherer, Getter, span_accessors
 
-__all__ = ['WIDE_VALUE_BYTES', 'PageSpans', 'binary_spans', 'parts_accessors']
+__all__ = ['WIDE_VALUE_BYTES', 'PageSpans', 'binary_spans', 'parts_accessors', 'read_struct',
+           'ThriftError']
 
 # A column chunk whose values are this large on average is read from its pages here.
 WIDE_VALUE_BYTES = 16 << 10
@@ -31,7 +36,7 @@ WIDE_VALUE_BYTES = 16 << 10
 # for the format's deprecated LZ4, not read here) -> ``pyarrow.Codec`` names.
 _CODECS = {'UNCOMPRESSED': None, 'SNAPPY': 'snappy', 'GZIP': 'gzip', 'ZSTD': 'zstd',
            'BROTLI': 'brotli', 'LZ4': 'lz4_raw', 'LZ4_RAW': 'lz4_raw'}
-_DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
+_DATA_PAGE, _INDEX_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 1, 2, 3
 _PLAIN, _PLAIN_DICTIONARY, _RLE, _RLE_DICTIONARY = 0, 2, 3, 8
 
 
@@ -39,7 +44,25 @@ class _Unsupported(Exception):
     """Not read here: pyarrow decodes the column."""
 
 
+ThriftError = _Unsupported  # What ``read_struct`` raises for bytes it cannot parse.
+
+
+def read_struct(buf: Any, pos: int) -> tuple[dict[int, Any], int]:
+    """The Thrift compact struct at ``pos`` of ``buf`` (``{field id: value}``) and its end.
+
+    Strings and doubles are None, lists are lists. Raises ``ThriftError`` (or ``IndexError``
+    where it runs past ``buf``) for bytes that are not such a struct; never recurses deeper
+    than a few dozen levels nor loops over more items than ``buf`` could hold.
+    """
+    return _struct(buf, pos)
+
+
 # ---- Thrift compact protocol -----------------------------------------------------------------
+# A struct nested deeper than this, or a varint longer than 10 bytes, is not Parquet's: refused
+# (as ``_Unsupported``) rather than recursed into or grown without bound.
+_MAX_DEPTH = 32
+
+
 def _varint(buf: Any, pos: int) -> tuple[int, int]:
     value = shift = 0
     while True:
@@ -49,6 +72,8 @@ def _varint(buf: Any, pos: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, pos
         shift += 7
+        if shift > 63:
+            raise _Unsupported('varint longer than 10 bytes')
 
 
 def _zigzag(buf: Any, pos: int) -> tuple[int, int]:
@@ -56,10 +81,23 @@ def _zigzag(buf: Any, pos: int) -> tuple[int, int]:
     return (value >> 1) ^ -(value & 1), pos
 
 
-def _value(buf: Any, pos: int, kind: int) -> tuple[Any, int]:
-    """A value of compact type ``kind`` at ``pos``: (value, position after it)."""
-    if kind in (1, 2):  # A boolean field: its value is its type.
-        return kind == 1, pos
+def _count(buf: Any, pos: int, size: int, each: int) -> None:
+    """A list or map of ``size`` items of at least ``each`` bytes must fit in ``buf``."""
+    if size * each > len(buf) - pos:
+        raise _Unsupported(f'{size} items do not fit in the bytes left')
+
+
+def _value(buf: Any, pos: int, kind: int, depth: int = 0,
+           item: bool = False) -> tuple[Any, int]:
+    """A value of compact type ``kind`` at ``pos``: (value, position after it).
+
+    Lists are Python lists; strings and doubles are None (nothing here reads them). ``item``: an
+    element of a list or map, where a boolean takes a byte of its own.
+    """
+    if kind in (1, 2):
+        if item:  # 1 is true in a list; false is 0 or 2.
+            return buf[pos] == 1, pos + 1
+        return kind == 1, pos  # A boolean field: its value is its type.
     if kind == 3:
         return buf[pos], pos + 1
     if kind in (4, 5, 6):
@@ -68,32 +106,41 @@ def _value(buf: Any, pos: int, kind: int) -> tuple[Any, int]:
         return None, pos + 8
     if kind == 8:
         length, pos = _varint(buf, pos)
+        _count(buf, pos, length, 1)
         return None, pos + length
+    if depth >= _MAX_DEPTH:
+        raise _Unsupported('Thrift values nested too deep')
     if kind in (9, 10):
         head = buf[pos]
         pos += 1
-        size, item = head >> 4, head & 0x0F
+        size, element = head >> 4, head & 0x0F
         if size == 15:
             size, pos = _varint(buf, pos)
+        _count(buf, pos, size, 1)
+        items = []
         for _ in range(size):
-            _, pos = (None, pos + 1) if item in (1, 2) else _value(buf, pos, item)
-        return None, pos
+            value, pos = _value(buf, pos, element, depth + 1, True)
+            items.append(value)
+        return items, pos
     if kind == 11:
         size, pos = _varint(buf, pos)
         if size:
+            _count(buf, pos, size, 2)
             types = buf[pos]
             pos += 1
             for _ in range(size):
-                _, pos = _value(buf, pos, types >> 4)
-                _, pos = _value(buf, pos, types & 0x0F)
+                _, pos = _value(buf, pos, types >> 4, depth + 1, True)
+                _, pos = _value(buf, pos, types & 0x0F, depth + 1, True)
         return None, pos
     if kind == 12:
-        return _struct(buf, pos)
+        return _struct(buf, pos, depth + 1)
     raise _Unsupported(f'Thrift type {kind}')
 
 
-def _struct(buf: Any, pos: int) -> tuple[dict[int, Any], int]:
-    """A compact-protocol struct at ``pos`` as ``{field id: value}`` (lists and strings as None)."""
+def _struct(buf: Any, pos: int, depth: int = 0) -> tuple[dict[int, Any], int]:
+    """A compact-protocol struct at ``pos`` as ``{field id: value}`` (strings as None)."""
+    if depth >= _MAX_DEPTH:
+        raise _Unsupported('Thrift structs nested too deep')
     fields: dict[int, Any] = {}
     last = 0
     while True:
@@ -106,12 +153,14 @@ def _struct(buf: Any, pos: int) -> tuple[dict[int, Any], int]:
             last += delta
         else:
             last, pos = _zigzag(buf, pos)
-        fields[last], pos = _value(buf, pos, kind)
+        fields[last], pos = _value(buf, pos, kind, depth)
 
 
 # ---- the RLE / bit-packed hybrid ---------------------------------------------------------------
 def _hybrid(buf: Any, pos: int, end: int, width: int, count: int) -> np.ndarray:
     """``count`` values of ``width`` bits in the hybrid encoding between ``pos`` and ``end``."""
+    if width > 32:
+        raise _Unsupported(f'a bit width of {width}')
     out = np.zeros(count, np.int64)
     done = 0
     size = (width + 7) // 8
@@ -147,6 +196,8 @@ def _plain_spans(page: Any, pos: int, end: int, count: int) -> tuple[list[int], 
     """The (starts, ends) of ``count`` PLAIN byte arrays (4-byte length, then the bytes)."""
     starts, ends = [], []
     unpack = struct.Struct('<I').unpack_from
+    if count > (end - pos) // 4:
+        raise _Unsupported(f'{count} values do not fit in the page')
     for _ in range(count):
         length, = unpack(page, pos)
         starts.append(pos + 4)
@@ -168,8 +219,8 @@ class PageSpans(NamedTuple):
     held: int  # Bytes of decompressed pages among ``buffers``.
 
 
-def parts_accessors(parts: list[PageSpans],
-                    text: bool) -> tuple[Getter, Gatherer | None]:
+def parts_accessors(parts: list[PageSpans], text: bool,
+                    where: str = 'a column') -> tuple[Getter, Gatherer | None]:
     """The getter and gatherer of the values of consecutive ``parts`` (row groups)."""
     buffers: list[Any] = []
     chunks = []
@@ -180,7 +231,7 @@ def parts_accessors(parts: list[PageSpans],
     return span_accessors(buffers, np.concatenate(chunks),
                           np.concatenate([part.start for part in parts]),
                           np.concatenate([part.end for part in parts]),
-                          null.tolist() if null.any() else None, text)
+                          null.tolist() if null.any() else None, text, where)
 
 
 def binary_spans(data: Any, column: Any, max_definition: int,
@@ -188,8 +239,10 @@ def binary_spans(data: Any, column: Any, max_definition: int,
     """The values of one column chunk read from its pages, or None: let pyarrow decode it.
 
     ``data``: the file's bytes at their offsets (a map); ``column``: the chunk's
-    ``ColumnChunkMetaData``; ``max_definition``: 0 for a required column, 1 for an optional
-    one; ``pool``: pyarrow's memory pool for decompressed pages.
+    ``ColumnChunkMetaData`` (or a ``parquet_footer.ChunkMeta``); ``max_definition``: 0 for a
+    required column, 1 for an optional one; ``pool``: pyarrow's memory pool for decompressed
+    pages. A page whose checksum (where the writer recorded one) does not match is left to
+    pyarrow too, which then reports it.
     """
     import pyarrow as pa
     codec_name = _CODECS.get(column.compression)
@@ -203,13 +256,32 @@ def binary_spans(data: Any, column: Any, max_definition: int,
         pos = min(pos, column.dictionary_page_offset)
     end = pos + column.total_compressed_size
     try:
-        return _read_pages(view, pos, end, column.num_values, max_definition, codec, pool)
-    except (_Unsupported, IndexError, ValueError, struct.error, OSError):
+        return _read_pages(view, pos, end, column.num_values, max_definition, codec, pool,
+                           column.total_uncompressed_size)
+    except (_Unsupported, IndexError, ValueError, TypeError, AttributeError, struct.error,
+            OSError, OverflowError):  # Damaged: pyarrow decodes it, or says what is wrong.
         return None
 
 
+def _page_header(view: memoryview, pos: int, end: int,
+                 limit: int) -> tuple[dict[int, Any], int, int, int]:
+    """(the page header at ``pos``, where its body starts, its size, its size decompressed).
+
+    The sizes must fit in the chunk (``end``; ``limit`` bytes decompressed) and the body must
+    match its CRC-32 where the header records one: else ``_Unsupported``.
+    """
+    header, body = _struct(view, pos)
+    raw_size, size, crc = header.get(2), header.get(3), header.get(4)
+    if not isinstance(raw_size, int) or not isinstance(size, int) or not \
+            0 <= size <= end - body or not 0 <= raw_size <= limit:
+        raise _Unsupported('bad page header')
+    if isinstance(crc, int) and zlib.crc32(view[body:body + size]) != crc & 0xFFFFFFFF:
+        raise _Unsupported('page checksum mismatch')
+    return header, body, size, raw_size
+
+
 def _read_pages(view: memoryview, pos: int, end: int, values: int, max_definition: int,
-                codec: Any, pool: Any) -> PageSpans:
+                codec: Any, pool: Any, limit: int) -> PageSpans:
     buffers: list[Any] = []  # Decompressed pages (or views of the map), kept by the spans.
     chunk_ids: list[np.ndarray] = []
     starts: list[np.ndarray] = []
@@ -218,19 +290,21 @@ def _read_pages(view: memoryview, pos: int, end: int, values: int, max_definitio
     dictionary: tuple[int, np.ndarray, np.ndarray] | None = None
     held = rows = 0
     while rows < values:
-        header, body = _struct(view, pos)
-        kind, raw_size, size = header.get(1), header.get(2), header.get(3)
-        if not isinstance(raw_size, int) or not isinstance(size, int) or body + size > end:
-            raise _Unsupported('bad page header')
+        header, body, size, raw_size = _page_header(view, pos, end, limit)
+        kind = header.get(1)
         pos = body + size
+        if kind == _INDEX_PAGE:
+            continue  # Nothing of the values.
         if kind not in (_DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2):
-            continue  # An index page: nothing of the values.
+            raise _Unsupported(f'page type {kind}')
         v2 = header.get(8) if kind == _DATA_PAGE_V2 else None
         levels_size = 0
         if v2 is not None:
             levels_size = v2.get(5, 0) + v2.get(6, 0)
             if v2.get(6, 0):
                 raise _Unsupported('repetition levels')
+            if not 0 <= levels_size <= min(size, raw_size):
+                raise _Unsupported('levels larger than the page')
         compressed = codec is not None and (v2 is None or v2.get(7, True))
         head = view[body:body + levels_size]
         if compressed:
@@ -251,6 +325,8 @@ def _read_pages(view: memoryview, pos: int, end: int, values: int, max_definitio
             continue
         fields = v2 if v2 is not None else (header.get(5) or {})
         count, encoding = fields.get(1, 0), fields.get(4 if v2 is not None else 2)
+        if not isinstance(count, int) or not 0 <= count <= values - rows:
+            raise _Unsupported(f'a page of {count} values')
         offset = 0
         present = np.ones(count, bool)
         if max_definition:

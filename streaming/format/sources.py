@@ -70,6 +70,14 @@ class SourceFormat:
             out.append(entry)
         return out
 
+    def check_listing(self, root: str, names: list[str],
+                      read: Callable[[str], bytes | None]) -> None:
+        """Refuse (``SourceFileError``) a listing that lacks files the data's own metadata names.
+
+        ``names``: the data files found, relative to ``root``; ``read(name)``: the bytes of a
+        file there (relative to ``root``), None if there is none. By default nothing is checked.
+        """
+
     def merged(self, record: dict[str, Any], limit: int,
                columns: list[str] | None) -> dict[str, Any]:
         """``record`` with runs of consecutive units of up to ``limit`` bytes made one.

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from streaming.format import parquet, parquet_pages
 from tests.storage.conftest import moto, s3  # noqa: F401  (the moto S3 server fixtures)
 
 
@@ -53,3 +54,18 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest'
     from tests.sources.damage import report_lines
     for line in report_lines():
         terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def spied(monkeypatch) -> list[bool]:
+    """Whether each column chunk was read by the page reader (True) or left to pyarrow."""
+    calls: list[bool] = []
+    spans = parquet_pages.binary_spans
+
+    def recorded(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        out = spans(*args, **kwargs)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(parquet, 'binary_spans', recorded)
+    return calls

@@ -16,7 +16,6 @@ import pytest
 from streaming import StreamingDataset
 from streaming.dataset.sources import SourceStream
 from streaming.errors import SourceFileError
-from streaming.format import parquet, parquet_pages
 
 ROWS = 40
 
@@ -42,21 +41,6 @@ def _read(root: str, cache: str, columns: list[str] | None = None) -> list[dict]
     stream = SourceStream(remote=root, local=cache, columns=columns)
     dataset = StreamingDataset(streams=[stream], batch_size=4)
     return [dataset[i] for i in range(dataset.num_samples)]
-
-
-@pytest.fixture
-def spied(monkeypatch) -> list[bool]:
-    """Whether each column chunk was read by the page reader (True) or left to pyarrow."""
-    calls: list[bool] = []
-    spans = parquet_pages.binary_spans
-
-    def recorded(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        out = spans(*args, **kwargs)
-        calls.append(out is not None)
-        return out
-
-    monkeypatch.setattr(parquet, 'binary_spans', recorded)
-    return calls
 
 
 @pytest.mark.parametrize('compression', ['none', 'snappy', 'zstd', 'gzip', 'brotli',
