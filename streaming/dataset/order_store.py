@@ -218,6 +218,7 @@ class EpochIds:
                 for old in glob.glob(self.shared.file_path('order-*.where')):
                     if old != self._marker:
                         remove_quietly(old)
+                _sweep_other_epochs(self.shared, self.name)
             return state
 
     def _computing(self) -> bool:
@@ -248,6 +249,36 @@ class EpochIds:
                 continue
             time.sleep(delay)
             delay = min(2 * delay, 0.02)
+
+
+def _sweep_other_epochs(shared: SharedDir, name: str) -> None:
+    """Remove other orders' progress and compute-lock files, unless they are being computed.
+
+    Called under the node's order lock, which every computation starts under, so no computation
+    can start meanwhile; one still running holds its compute lock and keeps its files. Readers
+    that mapped a removed progress file keep a valid map (and see the marker changed).
+    """
+    for lock_path in glob.glob(shared.file_path('compute-order-*.ids.lock')):
+        other = os.path.basename(lock_path)[len('compute-'):-len('.lock')]
+        if other != name:
+            _remove_if_idle(shared, other)
+    for progress in glob.glob(shared.file_path('order-*.ids.progress-*')):
+        other = os.path.basename(progress).split('.progress-')[0]
+        if other != name and not os.path.exists(shared.file_path(f'compute-{other}.lock')):
+            remove_quietly(progress)
+
+
+def _remove_if_idle(shared: SharedDir, name: str) -> None:
+    """Remove order ``name``'s progress files and compute lock if nobody computes it."""
+    lock = shared.lock(f'compute-{name}')
+    if not lock.acquire(blocking=False):
+        return
+    try:
+        for progress in glob.glob(shared.file_path(f'{name}.progress-*')):
+            remove_quietly(progress)
+        remove_quietly(lock.path)  # While held: a waiter on the old file sees it free after.
+    finally:
+        lock.release()
 
 
 def _error(shared: SharedDir, name: str) -> str:
@@ -342,6 +373,9 @@ class _Computation:
             publish(self.temp, path)
             atomic_write(self.shared.file_path(f'{self.name}.where'),
                          _State(path, self.state.length, self.state.kind, '').encode())
+            # Done: readers now follow the marker; maps of the progress file stay valid.
+            remove_quietly(self.state.progress)
+            remove_quietly(lock.path)  # Held: nobody can take it for this name any more.
             _prune(self.directory, path)
         except BaseException as error:  # Waiters elsewhere are told; the next ask recomputes.
             atomic_write(self.shared.file_path(f'{self.name}.error'),
