@@ -54,8 +54,10 @@ def test_each_node_fetches_its_partitions_shards_once(tmp_path):
             egress = results[rank]['egress'][0]
             assert needed <= egress['bytes'] <= 1.02 * needed, (node, egress, needed)
             assert egress['gets'] == count, (node, egress, count)  # No shard fetched twice.
-    assert sum(r['egress'][0]['bytes'] for r in results[::RANKS]) < \
-        1.02 * sum(s['zip_data']['bytes'] for s in shards) * NODES
+    # The fleet: one copy of the dataset, but for the shard cut by the two nodes' rows.
+    fleet = sum(r['egress'][0]['bytes'] for r in results[::RANKS])
+    sizes = [s['zip_data']['bytes'] for s in shards]
+    assert sum(sizes) <= fleet <= sum(sizes) + max(sizes)
 
 
 def test_a_quarter_cache_refetches_what_streaming_cost_predicts(tmp_path):
