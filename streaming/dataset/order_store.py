@@ -12,9 +12,13 @@ time (``WorkerOrder``), so nothing epoch-sized is built per process.
 
 The file is published as it is computed (``EpochIds``): the computation runs in a background
 thread of the process that started it, which writes each part of the ids as it becomes final
-(``order.exact.epoch_id_steps``) and counts the final ones in a small shared file; a reader
-waits only for the positions it reads. If the computing process ends first, the next reader
-that needs more computes the ids again; a failure is reported to every reader.
+(``order.exact.epoch_id_steps``) and records what is final in a small shared file (a head
+``[0, h)`` and a tail ``[b, s)``: in a multi-node job each node computes its own canonical
+rows first, from ``b``, see ``order.spans._py1e_rows``); a reader waits only for the positions
+it reads. If the computing process ends first, the next reader that needs more computes the
+ids again; a failure is reported to every reader. Once all are final, the progress file and
+the compute lock go (other epochs' idle ones are swept when an order starts): the node's
+shared directory does not grow with the epochs.
 
 The file is also a cache, ``order-<key>.ids`` in the set-up cache directory of the first
 stream's local directory (``cache_dirs.setup_cache_dir``: outside it, keyed by it), keyed by
@@ -40,7 +44,14 @@ import numpy as np
 import xxhash
 
 from streaming.coord import SharedDir
-from streaming.dataset.checked_file import HEADER_BYTES, digest, pack_header, verify_checked
+from streaming.dataset.checked_file import (
+    HEADER_BYTES,
+    body_checksum,
+    digest,
+    pack_header,
+    verify_checked,
+)
+from streaming.dataset.order_files import sweep_other_epochs
 from streaming.fileio import TEMP_SUFFIX, atomic_write, create_temp, publish, remove_quietly
 from streaming.order.dealing import ArrayDealing, Dealing
 from streaming.order.exact import dealing_of, final_ranges, newly_final, take_ids
@@ -223,7 +234,7 @@ class EpochIds:
                 for old in glob.glob(self.shared.file_path('order-*.where')):
                     if old != self._marker:
                         remove_quietly(old)
-                _sweep_other_epochs(self.shared, self.name)
+                sweep_other_epochs(self.shared, self.name)
             return state
 
     def _computing(self) -> bool:
@@ -274,36 +285,6 @@ class EpochIds:
                 continue
             time.sleep(delay)
             delay = min(2 * delay, 0.02)
-
-
-def _sweep_other_epochs(shared: SharedDir, name: str) -> None:
-    """Remove other orders' progress and compute-lock files, unless they are being computed.
-
-    Called under the node's order lock, which every computation starts under, so no computation
-    can start meanwhile; one still running holds its compute lock and keeps its files. Readers
-    that mapped a removed progress file keep a valid map (and see the marker changed).
-    """
-    for lock_path in glob.glob(shared.file_path('compute-order-*.ids.lock')):
-        other = os.path.basename(lock_path)[len('compute-'):-len('.lock')]
-        if other != name:
-            _remove_if_idle(shared, other)
-    for progress in glob.glob(shared.file_path('order-*.ids.progress-*')):
-        other = os.path.basename(progress).split('.progress-')[0]
-        if other != name and not os.path.exists(shared.file_path(f'compute-{other}.lock')):
-            remove_quietly(progress)
-
-
-def _remove_if_idle(shared: SharedDir, name: str) -> None:
-    """Remove order ``name``'s progress files and compute lock if nobody computes it."""
-    lock = shared.lock(f'compute-{name}')
-    if not lock.acquire(blocking=False):
-        return
-    try:
-        for progress in glob.glob(shared.file_path(f'{name}.progress-*')):
-            remove_quietly(progress)
-        remove_quietly(lock.path)  # While held: a waiter on the old file sees it free after.
-    finally:
-        lock.release()
 
 
 def _error(shared: SharedDir, name: str) -> str:
@@ -397,7 +378,7 @@ class _Computation:
                 progress[0] = head  # Before the tail: a reader may see less, never more.
                 progress[1], progress[2] = begin, stop
             checksum = hasher.intdigest() if hashed * itemsize == self.state.length else \
-                _file_digest(self.temp, self.state.length)
+                _read_back_checksum(self.temp, self.state.length)
             _pwrite_all(self.fd, memoryview(pack_header(self.key, self.state.kind,
                                                         self.state.length, checksum)), 0)
             os.close(self.fd)
@@ -433,18 +414,13 @@ def _parts(final: FinalParts) -> tuple[int, int, int]:
     return (head, *tail[0]) if tail else (head, 0, 0)
 
 
-def _file_digest(path: str, length: int) -> int:
+def _read_back_checksum(path: str, length: int) -> int:
     """The ids' checksum, read back from the file (they were written out of order)."""
-    hasher, offset = xxhash.xxh3_64(), 0
     with open(path, 'rb') as file:
-        file.seek(HEADER_BYTES)
-        while offset < length:
-            chunk = file.read(min(1 << 24, length - offset))
-            if not chunk:
-                raise OSError(f'{path} ended at {offset} of {length} bytes of ids')
-            hasher.update(chunk)
-            offset += len(chunk)
-    return hasher.intdigest()
+        checksum = body_checksum(file, length)
+    if checksum is None:
+        raise OSError(f'{path} holds fewer than the {length} bytes of ids written to it')
+    return checksum
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
