@@ -72,6 +72,7 @@ class StreamingDataLoader(DataLoader):
         dataset = self.dataset
         if isinstance(dataset, StreamingDataset):
             dataset._loader_stats = self.stats
+            self.stats.egress_source = dataset.cache.egress
         if isinstance(dataset, StreamingDataset) and self.batch_size is not None and \
                 dataset.batch_size is not None and dataset.batch_size != self.batch_size:
             warnings.warn(f'StreamingDataset batch_size={dataset.batch_size} differs from the '

@@ -8,13 +8,19 @@ row of a small shared-memory table. Costs a few ``perf_counter`` calls per batch
 
 ``log_every=N`` (a ``StreamingDataLoader`` argument) logs ``stats.log_line()`` every N steps
 at INFO on the ``streaming.loader`` logger.
+
+Egress: ``stats.egress`` lists, per epoch this loader iterated, the bytes and GETs the node
+received for the dataset's shards since the previous epoch ended (the first: since the dataset
+was made, its downloads starting then), all its ranks and workers together: the dataset keeps
+the node's totals in its shared directory (``ShardCache.egress``); ``stats.node_egress()`` is
+the running total. Downloads made ahead for the next epoch count in the epoch they arrive in.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -69,9 +75,11 @@ class LoaderStats:
     the workers' rows.
     """
 
-    def __init__(self, num_workers: int = 0, log_every: int | None = None) -> None:
+    def __init__(self, num_workers: int = 0, log_every: int | None = None,
+                 egress_source: Callable[[], tuple[int, int]] | None = None) -> None:
         import torch
         self.log_every = log_every
+        self.egress_source = egress_source  # The node's (bytes, GETs) so far, if known.
         # Shared memory, so that worker processes (forked or spawned) write rows we can read.
         self._table = torch.zeros((max(num_workers, 1), len(WORKER_FIELDS)),
                                   dtype=torch.float64).share_memory_()
@@ -85,6 +93,14 @@ class LoaderStats:
         self.max_wait_s = 0.0
         self._started = time.perf_counter()
         self._table.zero_()
+        self.egress: list[dict[str, int]] = []
+        # The node's totals at the end of the last epoch (None: count from the dataset's start).
+        self._egress_mark = self.node_egress() if self.egress_source else None
+
+    def node_egress(self) -> dict[str, int]:
+        """The node's shard downloads so far: ``{'bytes': ..., 'gets': ...}`` (zeros if unknown)."""
+        received, gets = self.egress_source() if self.egress_source else (0, 0)
+        return {'bytes': received, 'gets': gets}
 
     def worker_clock(self, worker_id: int) -> WorkerClock:
         """The clock a worker (``worker_id``, 0 in the main process) adds its times to."""
@@ -92,7 +108,15 @@ class LoaderStats:
 
     def timed(self, batches: Iterator[Any]) -> Iterator[Any]:
         """Yield from ``batches``, timing how long each one took to arrive."""
-        clock = time.perf_counter
+        try:
+            yield from self._timed(batches, time.perf_counter)
+        finally:  # The epoch ended, or was broken off: what the node received since the last.
+            now = self.node_egress()
+            before = self._egress_mark or dict.fromkeys(now, 0)
+            self.egress.append({name: now[name] - before[name] for name in now})
+            self._egress_mark = now
+
+    def _timed(self, batches: Iterator[Any], clock: Callable[[], float]) -> Iterator[Any]:
         while True:
             started = clock()
             try:
@@ -120,7 +144,8 @@ class LoaderStats:
                 'max_wait_s': self.max_wait_s,
                 'mean_wait_s': self.wait_s / self.steps if self.steps else 0.0,
                 'stall_fraction': self.wait_s / elapsed if elapsed > 0 else 0.0,
-                'workers': self.workers()}
+                'workers': self.workers(), 'egress': list(self.egress),
+                'node_egress': self.node_egress()}
 
     def log_line(self) -> str:
         """One line: steps, mean and max wait, stall fraction, summed worker times."""

@@ -6,7 +6,10 @@ shards again when they were evicted (least recently used first). The estimate re
 actual sample order of every epoch (the same order StreamingDataset uses for these settings)
 through each node's cache, evicting the least recently used shard as the reference does (so
 it is an upper estimate for this library's cache), and also prints the simple baseline of
-every node downloading the whole dataset every epoch (dataset bytes x nodes x epochs).
+every node downloading the whole dataset every epoch (dataset bytes x nodes x epochs). Under a
+cache limit the shuffle block size is capped as the dataset caps it (a block's shards must fit),
+so the order replayed is the one the dataset reads; docs/fleet-egress.md compares the estimate
+with what emulated nodes fetched.
 
 For example:
   streaming cost s3://bucket/dataset --nodes 8 --epochs 3 --cache-limit 50gb --price-per-gb 0.09
@@ -43,7 +46,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--price-per-gb', type=float, help='egress price per GiB, for a cost')
 
 
-def _node_sequences(shards: list[dict[str, Any]], args: Any, epoch: int) -> list[Any]:
+def _block_size(shards: list[dict[str, Any]], args: Any, limit: int | None,
+                num_canonical_nodes: int) -> int:
+    """The shuffle block size a dataset would use (capped as the dataset caps it).
+
+    The given or default one, capped so that the shards of a block fit in the cache limit.
+    """
+    import numpy as np
+
+    from streaming.dataset.cache import samples_that_fit
+    from streaming.order.shuffle import default_shuffle_block_size
+    block = args.shuffle_block_size or default_shuffle_block_size(num_canonical_nodes)
+    peak = np.array([_raw_bytes(e) + _zip_bytes(e) for e in shards], np.int64)
+    cap = samples_that_fit(limit, peak, np.array([e['samples'] for e in shards], np.int64))
+    return block if cap is None else min(block, cap)
+
+
+def _raw_bytes(entry: dict[str, Any]) -> int:
+    return entry['raw_data']['bytes'] + (entry.get('raw_meta') or {}).get('bytes', 0)
+
+
+def _zip_bytes(entry: dict[str, Any]) -> int:
+    return (entry.get('zip_data') or {}).get('bytes', 0) + \
+        (entry.get('zip_meta') or {}).get('bytes', 0)
+
+
+def _node_sequences(shards: list[dict[str, Any]], args: Any, epoch: int,
+                    limit: int | None = None) -> list[Any]:
     """Per node: the shard of every sample it reads this epoch, in reading order."""
     import numpy as np
 
@@ -55,7 +84,7 @@ def _node_sequences(shards: list[dict[str, Any]], args: Any, epoch: int) -> list
         shard_sizes=sizes, shard_streams=np.zeros(len(sizes), np.int64),
         stream_choose=np.array([sizes.sum()], np.int64), epoch=epoch, seed=args.seed,
         shuffle=args.shuffle, shuffle_algo=args.shuffle_algo,
-        shuffle_block_size=args.shuffle_block_size, num_canonical_nodes=ncn,
+        shuffle_block_size=_block_size(shards, args, limit, ncn), num_canonical_nodes=ncn,
         num_physical_nodes=args.nodes, ranks_per_node=args.ranks_per_node,
         workers_per_rank=args.workers_per_rank, batch_size=args.batch_size)
     starts = np.cumsum(sizes) - sizes
@@ -74,7 +103,7 @@ def estimate(shards: list[dict[str, Any]], args: Any) -> dict[str, Any]:
     from streaming.util import bytes_to_int
     fetched = [(e['zip_data'] or e['raw_data'])['bytes'] + (
         (e.get('zip_meta') or e.get('raw_meta') or {}).get('bytes', 0)) for e in shards]
-    held = [e['raw_data']['bytes'] + (e.get('raw_meta') or {}).get('bytes', 0) for e in shards]
+    held = [_raw_bytes(e) for e in shards]
     limit = bytes_to_int(args.cache_limit) if args.cache_limit else None
     if limit is not None and shards and limit < max(held):
         raise ValueError(f'--cache-limit {args.cache_limit} is smaller than the largest shard '
@@ -84,7 +113,7 @@ def estimate(shards: list[dict[str, Any]], args: Any) -> dict[str, Any]:
     per_epoch = []
     for epoch in range(args.epochs):
         total = 0
-        for node, seq in enumerate(_node_sequences(shards, args, epoch)):
+        for node, seq in enumerate(_node_sequences(shards, args, epoch, limit)):
             cache = caches[node]
             for shard in seq.tolist():
                 if shard in cache:

@@ -23,8 +23,9 @@ from streaming.coord import FileLock, SharedDir
 from streaming.dataset.stream import Stream
 from streaming.errors import ShardFileError
 from streaming.format import Reader
+from streaming.storage.meter import METER
 
-__all__ = ['ShardCache', 'cache_arrays', 'REMOTE', 'PREPARING', 'LOCAL']
+__all__ = ['ShardCache', 'cache_arrays', 'samples_that_fit', 'REMOTE', 'PREPARING', 'LOCAL']
 
 REMOTE, PREPARING, LOCAL = 0, 1, 2
 
@@ -34,7 +35,21 @@ def cache_arrays(num_shards: int) -> dict[str, tuple[str, tuple]]:
     return {'shard_states': ('uint8', (num_shards,)),
             'shard_access': ('int64', (num_shards,)),
             'shard_generation': ('uint32', (num_shards,)),
-            'cache_usage': ('int64', (1,))}
+            'cache_usage': ('int64', (1,)),
+            'egress': ('int64', (2,))}  # The node's shard downloads: bytes received, GETs.
+
+
+def samples_that_fit(limit: int | None, max_sizes: np.ndarray,
+                     samples_per_shard: np.ndarray) -> int | None:
+    """``ShardCache.samples_that_fit`` for shards of peak sizes ``max_sizes``.
+
+    Also used by ``streaming cost``, which must cap the block size as a dataset does.
+    """
+    if limit is None or not len(samples_per_shard):
+        return None
+    mean_bytes = max(float(np.mean(max_sizes)), 1.0)
+    shards_fit = max(int(limit // 4 // mean_bytes), 1)
+    return max(int(shards_fit * float(np.mean(samples_per_shard))), 1)
 
 
 class ShardCache:
@@ -58,6 +73,7 @@ class ShardCache:
         self._any_evictable = bool(self.evictable.any())
         self._seen_generation = [0] * len(shards)
         self._known_local = [False] * len(shards)
+        METER.take()  # What this process received before (the index) is not shard egress.
         self._built: list[Reader | None] = [None] * len(shards)  # Readers in use, by shard.
         self._refetched: set[int] = set()  # Shards found bad once and downloaded again.
 
@@ -128,11 +144,7 @@ class ShardCache:
         quarter rather than a half: fewer shards fetched twice through an emulated link, see
         docs/benchmark-history.md).
         """
-        if self.limit is None or not len(samples_per_shard):
-            return None
-        mean_bytes = max(float(np.mean(self._max_sizes())), 1.0)
-        shards_fit = max(int(self.limit // 4 // mean_bytes), 1)
-        return max(int(shards_fit * float(np.mean(samples_per_shard))), 1)
+        return samples_that_fit(self.limit, self._max_sizes(), samples_per_shard)
 
     def _max_sizes(self) -> np.ndarray:
         """Each shard's peak local bytes (from the index summaries when readers are lazy)."""
@@ -253,13 +265,26 @@ class ShardCache:
             with self._lock:
                 self.states[shard_id] = REMOTE
                 self._add_usage(-reserved)
+                self._add_egress()
             shard_lock.release()
             raise
         with self._lock:
+            self._add_egress()
             self._add_usage(size - reserved)
             self.states[shard_id] = LOCAL
             self.touch(shard_id)
         shard_lock.release()
+
+    def _add_egress(self) -> None:
+        """Add what this process received since it last did to the node's egress (lock held)."""
+        received, gets = METER.take()
+        if received or gets:
+            self.shared.array('egress')[:] += (received, gets)
+
+    def egress(self) -> tuple[int, int]:
+        """(Bytes, GETs) the node has received for this dataset's shards so far."""
+        received, gets = self.shared.array('egress').tolist()
+        return int(received), int(gets)
 
     # ---- eviction --------------------------------------------------------------------------------
     def _make_room(self, needed: int, keep: int) -> None:

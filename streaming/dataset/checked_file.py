@@ -20,8 +20,8 @@ import xxhash
 
 from streaming.fileio import atomic_open
 
-__all__ = ['HEADER_BYTES', 'digest', 'pack_header', 'read_checked', 'verify_checked',
-           'write_checked']
+__all__ = ['HEADER_BYTES', 'body_checksum', 'digest', 'pack_header', 'read_checked',
+           'verify_checked', 'write_checked']
 
 MAGIC = b'SFCACHE1'
 HEADER_BYTES = 64
@@ -90,18 +90,27 @@ def verify_checked(path: str, key: bytes, kind: str) -> int | None:
             if header is None or os.fstat(file.fileno()).st_size != HEADER_BYTES + header[0]:
                 return None
             length, checksum = header
-            buffer = bytearray(min(_BLOCK, max(length, 1)))
-            view, seen = memoryview(buffer), 0
-            hasher = xxhash.xxh3_64()
-            while seen < length:
-                got = file.readinto(view[:min(len(buffer), length - seen)])
-                if not got:
-                    return None
-                hasher.update(view[:got])
-                seen += got
+            return length if body_checksum(file, length) == checksum else None
     except OSError:
         return None
-    return length if hasher.intdigest() == checksum else None
+
+
+def body_checksum(file: BinaryIO, length: int) -> int | None:
+    """The checksum of the ``length`` bytes after the header (None if the file is shorter).
+
+    Reads in blocks from the file's current position: nothing file-sized is held in memory.
+    """
+    file.seek(HEADER_BYTES)
+    buffer = bytearray(min(_BLOCK, max(length, 1)))
+    view, seen = memoryview(buffer), 0
+    hasher = xxhash.xxh3_64()
+    while seen < length:
+        got = file.readinto(view[:min(len(buffer), length - seen)])
+        if not got:
+            return None
+        hasher.update(view[:got])
+        seen += got
+    return hasher.intdigest()
 
 
 def read_checked(path: str, key: bytes, kind: str) -> bytes | None:

@@ -444,8 +444,10 @@ class StreamingDataset(IndexingMixin, IterableDataset):
                 cache_dir = setup_cache_dir(self.streams[0].local_dir)
             except OSError:
                 pass  # Kept in the node's shared directory only.
+        # This node's rows first (about where its partition starts): not an input of the ids.
+        first = int(inputs['stream_choose'].sum()) * self.world.node // self.world.num_nodes
         return shared_epoch_ids(self._shared, cache_dir, inputs,
-                                lambda: epoch_id_steps(**inputs))
+                                lambda: epoch_id_steps(**inputs, first_position=first))
 
     def effective_block_size(self) -> int:
         """The shuffle block size, capped so one block's shards fit in ``cache_limit``."""

@@ -12,9 +12,13 @@ time (``WorkerOrder``), so nothing epoch-sized is built per process.
 
 The file is published as it is computed (``EpochIds``): the computation runs in a background
 thread of the process that started it, which writes each part of the ids as it becomes final
-(``order.exact.epoch_id_steps``) and counts the final ones in a small shared file; a reader
-waits only for the positions it reads. If the computing process ends first, the next reader
-that needs more computes the ids again; a failure is reported to every reader.
+(``order.exact.epoch_id_steps``) and records what is final in a small shared file (a head
+``[0, h)`` and a tail ``[b, s)``: in a multi-node job each node computes its own canonical
+rows first, from ``b``, see ``order.spans._py1e_rows``); a reader waits only for the positions
+it reads. If the computing process ends first, the next reader that needs more computes the
+ids again; a failure is reported to every reader. Once all are final, the progress file and
+the compute lock go (other epochs' idle ones are swept when an order starts): the node's
+shared directory does not grow with the epochs.
 
 The file is also a cache, ``order-<key>.ids`` in the set-up cache directory of the first
 stream's local directory (``cache_dirs.setup_cache_dir``: outside it, keyed by it), keyed by
@@ -40,15 +44,23 @@ import numpy as np
 import xxhash
 
 from streaming.coord import SharedDir
-from streaming.dataset.checked_file import HEADER_BYTES, digest, pack_header, verify_checked
+from streaming.dataset.checked_file import (
+    HEADER_BYTES,
+    body_checksum,
+    digest,
+    pack_header,
+    verify_checked,
+)
+from streaming.dataset.order_files import sweep_other_epochs
 from streaming.fileio import TEMP_SUFFIX, atomic_write, create_temp, publish, remove_quietly
 from streaming.order.dealing import ArrayDealing, Dealing
-from streaming.order.exact import dealing_of, take_ids
+from streaming.order.exact import dealing_of, final_ranges, newly_final, take_ids
 from streaming.order.indexed import NAME as INDEX_SHUFFLE
 from streaming.order.indexed import IndexOrder
 from streaming.order.memory import release
 from streaming.order.resample import whole_units
 from streaming.order.shuffle import SHUFFLES, BuiltinShuffle
+from streaming.order.spans import FinalParts
 
 __all__ = ['EpochIds', 'IndexIds', 'WorkerOrder', 'exact_dealing', 'ids_inputs',
            'lazy_index_ids', 'order_cache_enabled', 'shared_epoch_ids', 'wait_for_background']
@@ -86,6 +98,9 @@ class IndexIds:
         return len(self.ids)
 
     def wait(self, count: int) -> None:
+        """Every id is ready: nothing to wait for."""
+
+    def wait_positions(self, positions: np.ndarray) -> None:
         """Every id is ready: nothing to wait for."""
 
 
@@ -198,12 +213,13 @@ class EpochIds:
                 ids = np.memmap(state.path, dtype, 'r', offset=HEADER_BYTES,
                                 shape=(state.length // dtype.itemsize,))
                 progress = None if state.done else np.memmap(state.progress, np.int64, 'r',
-                                                             shape=(1,))
+                                                             shape=(3,))
             except FileNotFoundError:
                 state = _State.read(self._marker) or self._publish(stale_only=False)
                 continue
             self._state, self.ids, self._progress = state, ids, progress
-            self._final = len(ids) if state.done else 0
+            # What is final, as ``(head, tail_begin, tail_stop)`` (see ``spans.FinalParts``).
+            self._final = (len(ids), 0, 0) if state.done else (0, 0, 0)
             return
         raise RuntimeError(f'The epoch order files named by {self._marker} keep vanishing.')
 
@@ -220,6 +236,7 @@ class EpochIds:
                 for old in glob.glob(self.shared.file_path('order-*.where')):
                     if old != self._marker:
                         remove_quietly(old)
+                sweep_other_epochs(self.shared, self.name)
             return state
 
     def _computing(self) -> bool:
@@ -231,22 +248,42 @@ class EpochIds:
 
     def wait(self, count: int) -> None:
         """Return once the first ``count`` ids are final."""
+        self._wait_until(lambda head, begin, stop: head >= count)
+
+    def wait_positions(self, positions: np.ndarray) -> None:
+        """Return once the ids at ``positions`` are final (the node's own rows come first)."""
+        if not len(positions):
+            return
+        low, high = int(positions.min()), int(positions.max())
+
+        def ready(head: int, begin: int, stop: int) -> bool:
+            if high < head or (begin <= low and high < stop):
+                return True
+            return bool(((positions < head) | ((positions >= begin) & (positions < stop))).all())
+
+        self._wait_until(ready)
+
+    def _wait_until(self, ready: Callable[[int, int, int], bool]) -> None:
         delay = 0.0005
-        while count > self._final:
-            final = int(self._progress[0])  # type: ignore[index]
-            if final < 0:
+        while not ready(*self._final):
+            progress = self._progress
+            assert progress is not None
+            head = int(progress[0])  # The head first: the tail is reset only once it is all.
+            if head < 0:
                 raise RuntimeError(f'Computing the epoch order failed: '
                                    f'{_error(self.shared, self.name)}')
-            self._final = final
-            if final >= count:
+            self._final = (head, int(progress[1]), int(progress[2]))
+            if ready(*self._final):
                 return
             current = _State.read(self._marker)
             if current is not None and current != self._state:  # Finished, or started over.
                 self._use(current)
                 continue
-            if not self._computing() and int(self._progress[0]) < count:  # type: ignore[index]
+            if not self._computing():
                 # Whoever computed stopped (its process ended) first: compute them here.
-                self._use(self._publish(stale_only=True))
+                self._final = (int(progress[0]), int(progress[1]), int(progress[2]))
+                if not ready(*self._final):
+                    self._use(self._publish(stale_only=True))
                 continue
             time.sleep(delay)
             delay = min(2 * delay, 0.02)
@@ -297,7 +334,7 @@ def _start(shared: SharedDir, cache_dir: str | None, name: str, key: bytes,
     for old in glob.glob(shared.file_path(f'{name}.progress-*')):
         remove_quietly(old)  # Maps of them stay valid: their waiters notice the new marker.
     progress_path = shared.file_path(f'{name}.progress-{os.path.basename(temp)[-16:]}')
-    atomic_write(progress_path, np.zeros(1, np.int64).tobytes())
+    atomic_write(progress_path, np.zeros(3, np.int64).tobytes())
     remove_quietly(shared.file_path(f'{name}.error'))
     state = _State(temp, ids.nbytes, _kind(ids.dtype), progress_path)
     _PARTIAL.add(temp)
@@ -325,25 +362,35 @@ class _Computation:
         lock = self.shared.lock(f'compute-{self.name}')
         lock.acquire()
         self.started.set()
-        progress = np.memmap(self.state.progress, np.int64, 'r+', shape=(1,))
+        progress = np.memmap(self.state.progress, np.int64, 'r+', shape=(3,))
         try:
-            hasher, done, itemsize = xxhash.xxh3_64(), 0, self.ids.itemsize
+            hasher, hashed, itemsize = xxhash.xxh3_64(), 0, self.ids.itemsize
+            done: FinalParts = 0
             for final in self.steps:
-                part = memoryview(self.ids[done:int(final)]).cast('B')  # type: ignore[misc]
-                _pwrite_all(self.fd, part, HEADER_BYTES + done * itemsize)
-                hasher.update(part)
-                del part
-                release(self.ids, done, int(final))  # Readers map the file: never read again.
-                done = int(final)  # type: ignore[arg-type]
-                progress[0] = done
+                for begin, stop in newly_final(done, final):  # type: ignore[arg-type]
+                    part = memoryview(self.ids[begin:stop]).cast('B')
+                    _pwrite_all(self.fd, part, HEADER_BYTES + begin * itemsize)
+                    if hashed == begin:  # In order so far: hashed as written.
+                        hasher.update(part)
+                        hashed = stop
+                    del part
+                    release(self.ids, begin, stop)  # Readers map the file: never read again.
+                done = final  # type: ignore[assignment]
+                head, begin, stop = _parts(done)
+                progress[0] = head  # Before the tail: a reader may see less, never more.
+                progress[1], progress[2] = begin, stop
+            checksum = hasher.intdigest() if hashed * itemsize == self.state.length else \
+                _read_back_checksum(self.temp, self.state.length)
             _pwrite_all(self.fd, memoryview(pack_header(self.key, self.state.kind,
-                                                        self.state.length,
-                                                        hasher.intdigest())), 0)
+                                                        self.state.length, checksum)), 0)
             os.close(self.fd)
             path = os.path.join(self.directory, self.name)
             publish(self.temp, path)
             atomic_write(self.shared.file_path(f'{self.name}.where'),
                          _State(path, self.state.length, self.state.kind, '').encode())
+            # Done: readers now follow the marker; maps of the progress file stay valid.
+            remove_quietly(self.state.progress)
+            remove_quietly(lock.path)  # Held: nobody can take it for this name any more.
             _prune(self.directory, path)
         except BaseException as error:  # Waiters elsewhere are told; the next ask recomputes.
             atomic_write(self.shared.file_path(f'{self.name}.error'),
@@ -360,6 +407,22 @@ class _Computation:
             _PARTIAL.discard(self.temp)
             lock.release()
             _RUNNING.discard(threading.current_thread())
+
+
+def _parts(final: FinalParts) -> tuple[int, int, int]:
+    ranges = final_ranges(final)
+    head = ranges[0][1] if ranges and ranges[0][0] == 0 else 0
+    tail = [r for r in ranges if r[0] > 0]
+    return (head, *tail[0]) if tail else (head, 0, 0)
+
+
+def _read_back_checksum(path: str, length: int) -> int:
+    """The ids' checksum, read back from the file (they were written out of order)."""
+    with open(path, 'rb') as file:
+        checksum = body_checksum(file, length)
+    if checksum is None:
+        raise OSError(f'{path} holds fewer than the {length} bytes of ids written to it')
+    return checksum
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
@@ -416,8 +479,7 @@ class WorkerOrder:
         if step != 1:
             raise TypeError('WorkerOrder supports slices with step 1 only')
         positions = self.dealing.positions(self.node, self.rank, self.worker, start, stop)
-        if len(positions):
-            self.ids.wait(int(positions.max()) + 1)
+        self.ids.wait_positions(positions)
         return take_ids(self.ids.ids, positions)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:

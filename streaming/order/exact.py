@@ -20,8 +20,10 @@ import numpy as np
 from streaming.order.dealing import ArrayDealing, Dealing, deal_positions, dealing_for
 from streaming.order.resample import Resampled, resample
 from streaming.order.shuffle import shuffle_positions, shuffle_steps
+from streaming.order.spans import FinalParts
 
-__all__ = ['deal_ids', 'dealing_of', 'dealt_array', 'dealt_ids', 'epoch_id_steps',
+__all__ = ['deal_ids', 'dealing_of', 'dealt_array', 'dealt_ids', 'epoch_id_steps', 'final_ranges',
+           'newly_final',
            'epoch_sample_ids', 'random_order', 'take_ids']
 
 _CHUNK = 1 << 22  # Elements gathered at a time.
@@ -42,13 +44,14 @@ def epoch_sample_ids(**inputs: Any) -> np.ndarray:
 def epoch_id_steps(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
                    stream_choose: np.ndarray, epoch: int, seed: int, shuffle: bool,
                    shuffle_algo: str, block_size: int, num_canonical_nodes: int,
-                   sampling_method: str,
-                   sampling_granularity: int) -> Iterator[np.ndarray | int]:
+                   sampling_method: str, sampling_granularity: int,
+                   first_position: int = 0) -> Iterator[np.ndarray | FinalParts]:
     """``epoch_sample_ids`` a part at a time.
 
-    Yields the array, then how many of its first positions are final, as they become final
-    (the last yield is all of them). With ``py1e``, the first positions are final once a
-    window of the first row is sorted, long before the rest of the epoch.
+    Yields the array, then what is final (``spans.FinalParts``), as parts become final (the
+    last yield is all of them). With ``py1e``, the first positions are final once a window of
+    the first row is sorted, long before the rest of the epoch; the row holding
+    ``first_position`` (not an input of the ids: only the order of the work) comes first.
     """
     drawn = resample(shard_sizes, shard_streams, stream_choose, seed=seed, epoch=epoch,
                      sampling_method=sampling_method,
@@ -62,7 +65,7 @@ def epoch_id_steps(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
         yield len(small)
         return
     steps = shuffle_steps(shuffle_algo, drawn.unit_sizes, num_canonical_nodes, seed, epoch,
-                          block_size)
+                          block_size, first_position)
     ids: np.ndarray = next(steps)  # type: ignore[assignment]
     if small is not None and small.dtype != ids.dtype:  # Sample ids may need more bits.
         wide = np.empty(len(ids), small.dtype)
@@ -75,14 +78,35 @@ def epoch_id_steps(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
         yield len(ids)
         return
     yield ids
-    done = 0
+    done: FinalParts = 0
     for final in steps:
         if small is not None:
-            for start in range(done, int(final), _CHUNK):  # In place, as parts become final.
-                part = ids[start:min(start + _CHUNK, int(final))]
-                np.take(small, part, out=part, mode='clip')
-        done = int(final)
+            for begin, stop in newly_final(done, final):  # In place, as parts become final.
+                for start in range(begin, stop, _CHUNK):
+                    part = ids[start:min(start + _CHUNK, stop)]
+                    np.take(small, part, out=part, mode='clip')
+        done = final
         yield done
+
+
+def final_ranges(final: FinalParts) -> list[tuple[int, int]]:
+    """The non-empty position ranges ``[begin, stop)`` a ``FinalParts`` says are final."""
+    head, begin, stop = (int(final), 0, 0) if isinstance(final, (int, np.integer)) else final
+    return [(x, y) for x, y in ((0, int(head)), (int(begin), int(stop))) if y > x]
+
+
+def newly_final(before: FinalParts, after: FinalParts) -> list[tuple[int, int]]:
+    """The ranges of positions final in ``after`` but not in ``before``."""
+    out = []
+    for a, b in final_ranges(after):
+        pieces = [(a, b)]
+        for c, d in final_ranges(before):
+            pieces = [piece for x, y in pieces
+                      for piece in (((x, y),) if d <= x or c >= y else
+                                    ((x, min(y, c)), (max(x, d), y)))
+                      if piece[1] > piece[0]]
+        out += pieces
+    return out
 
 
 def dealing_of(num_samples: int, *, partition_algo: str, num_canonical_nodes: int,

@@ -56,11 +56,11 @@ class BuiltinShuffle:
         return np.asarray(out, np.int64)
 
     def steps(self, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int, epoch: int,
-              block_size: int) -> Iterator[np.ndarray | int]:
+              block_size: int, first_position: int = 0) -> Iterator[np.ndarray | spans.FinalParts]:
         if self.algo == indexed.NAME:
             return indexed.index_steps(unit_sizes, num_canonical_nodes, seed, epoch, block_size)
         return spans.shuffle_steps(self.algo, unit_sizes, num_canonical_nodes, seed, epoch,
-                                   block_size)
+                                   block_size, first_position)
 
     def __reduce__(self) -> tuple:
         return BuiltinShuffle, (self.algo,)
@@ -186,15 +186,18 @@ def default_num_canonical_nodes(shuffle_algo: str, num_physical_nodes: int) -> i
 
 # ---- the engine's one way to run a shuffle -------------------------------------------------------
 def shuffle_steps(name: str, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
-                  epoch: int, block_size: int) -> Iterator[np.ndarray | int]:
+                  epoch: int, block_size: int,
+                  first_position: int = 0) -> Iterator[np.ndarray | spans.FinalParts]:
     """Run shuffle ``name`` over the units.
 
     Yields the position array, then how many of its first positions are final, as they become
-    final (the last yield is all of them).
+    final (the last yield is all of them); a built-in shuffle that starts at
+    ``first_position`` yields ``spans.FinalParts`` tuples meanwhile.
     """
     fn = get_shuffle(name)
     if isinstance(fn, BuiltinShuffle):
-        yield from fn.steps(unit_sizes, num_canonical_nodes, seed, epoch, block_size)
+        yield from fn.steps(unit_sizes, num_canonical_nodes, seed, epoch, block_size,
+                            first_position)
         return
     sizes = np.asarray(unit_sizes, np.int64)
     total = int(sizes.sum())

@@ -34,7 +34,7 @@ samples) are broken by position, where the reference's sort leaves them in an or
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterator
+from typing import Any, Iterator, Union
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -43,7 +43,7 @@ from streaming.order.memory import fresh_array
 from streaming.util import sorted_unique
 
 __all__ = ['EXACT_SHUFFLE_ALGOS', 'RowSpans', 'cut_rows', 'id_dtype', 'permute_rows',
-           'shuffle_steps']
+           'shuffle_steps', 'FinalParts']
 
 EXACT_SHUFFLE_ALGOS = ('naive', 'py1b', 'py1br', 'py1e', 'py1s', 'py2s')
 
@@ -257,6 +257,55 @@ def _py1e_row(begin: np.ndarray, lengths: np.ndarray, block_size: int,
         yield written
 
 
+FinalParts = Union[int, tuple[int, int, int]]
+"""What is final: the first ``n`` positions, or ``(head, tail_begin, tail_stop)``: positions
+``[0, head)`` and ``[tail_begin, tail_stop)``."""
+
+
+def _py1e_rows(spans: RowSpans, row_starts: np.ndarray, block_size: int,
+               rng: np.random.Generator, out: np.ndarray,
+               first_position: int) -> Iterator[FinalParts]:
+    """Every row of ``out`` the py1e way, starting with the row holding ``first_position``.
+
+    Rows draw from ``rng`` one after the other. To start at row ``r``, the draws of rows
+    ``0..r-1`` are made and thrown away first (``_skip_py1e_row``: their Fisher-Yates and
+    shift draws, no sorting nor writing, a small part of a row's work); rows ``r..`` follow,
+    then rows ``0..r-1`` from the generator's state saved at row 0. The ids are the same.
+    """
+    first = int(np.searchsorted(row_starts[1:], first_position, 'right')) \
+        if 0 < first_position < len(out) else 0
+    first = min(first, spans.num_rows - 1) if spans.num_rows else 0
+    start_state = rng.bit_generator.state
+    for row in range(first):
+        part = spans.row(row)
+        _skip_py1e_row(spans.length[part], block_size, rng, out.dtype)
+    pivot = int(row_starts[first]) if first else 0
+    for row in list(range(first, spans.num_rows)) + [-1] + list(range(first)):
+        if row < 0:  # The rows before ``first``, from where they start.
+            rng.bit_generator.state = start_state
+            continue
+        part, begin = spans.row(row), int(row_starts[row])
+        rows = slice(begin, int(row_starts[row + 1]))
+        for written in _py1e_row(spans.begin[part], spans.length[part], block_size, rng,
+                                 out[rows]):
+            if not first:
+                yield begin + written
+            elif row >= first:
+                yield 0, pivot, begin + written
+            else:
+                yield begin + written, pivot, len(out)
+
+
+def _skip_py1e_row(lengths: np.ndarray, block_size: int, rng: np.random.Generator,
+                   dtype: type) -> None:
+    """Draw from ``rng`` what ``_py1e_row`` draws for a row of span ``lengths``, keeping none."""
+    sizes = lengths.tolist()
+    _fisher_yates_pass([0] * len(sizes), sizes, 0, rng, dtype)
+    low_block, high_block = int(0.75 * block_size), int(1.25 * block_size)
+    for _ in _shifted_positions(sizes, sum(sizes), low_block, high_block, rng):
+        pass
+
+
 def _shifted_positions(lengths: list[int], total: int, low_block: int, high_block: int,
                        rng: np.random.Generator) -> Iterator[np.ndarray]:
     """Each span's shifted positions, in turn: a window size and a uniform shift per sample."""
@@ -366,11 +415,14 @@ def _py1br_rows(ids: np.ndarray, spans: RowSpans, row_starts: np.ndarray, block_
 
 
 def shuffle_steps(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
-                  epoch: int, block_size: int) -> Iterator[np.ndarray | int]:
+                  epoch: int, block_size: int,
+                  first_position: int = 0) -> Iterator[np.ndarray | FinalParts]:
     """A built-in shuffle's unit positions (``shuffle.shuffle_positions``), a part at a time.
 
     Yields the output array first, then, as the work goes on, how many of its first positions
-    are final (the last yield is all of them).
+    are final (the last yield is all of them). With ``py1e``, the row holding
+    ``first_position`` (where a node of a multi-node job reads first) is computed first: see
+    ``_py1e_rows``; its progress is then ``(head, tail_begin, tail_stop)``.
     """
     sizes = np.asarray(unit_sizes, np.int64)
     total = int(sizes.sum())
@@ -412,12 +464,8 @@ def shuffle_steps(algo: str, unit_sizes: np.ndarray, num_canonical_nodes: int, s
     if algo == 'py1e':  # Span ids are made as the rows' windows need them.
         shuffled = fresh_array(total, dtype)
         yield shuffled
-        for row in range(spans.num_rows):
-            part, begin = spans.row(row), int(row_starts[row])
-            rows = slice(begin, int(row_starts[row + 1]))
-            for written in _py1e_row(spans.begin[part], spans.length[part], block_size,
-                                     epoch_rng, shuffled[rows]):
-                yield begin + written
+        yield from _py1e_rows(spans, row_starts, block_size, epoch_rng, shuffled,
+                              first_position)
         yield total
         return
     out = _ragged_arange(spans.begin, spans.length, dtype)

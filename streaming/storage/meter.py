@@ -29,6 +29,8 @@ class Meter:
         """Start from nothing, with a fresh lock (a forked child's copy may be held for ever)."""
         self._lock = threading.Lock()
         self._bytes = 0
+        self._gets = 0  # Responses received (each GET, whole or ranged).
+        self._taken = (0, 0)  # (bytes, gets) already handed out by ``take``.
         self._open = 0
         self._area = 0.0  # Connection-seconds spent receiving.
         self._at = time.monotonic()
@@ -42,6 +44,7 @@ class Meter:
         with self._lock:
             self._tick(time.monotonic())
             self._open += 1
+            self._gets += 1
 
     def closed(self) -> None:
         """A response ended (read to its end or abandoned)."""
@@ -52,6 +55,15 @@ class Meter:
     def received(self, nbytes: int) -> None:
         with self._lock:
             self._bytes += nbytes
+
+    def take(self) -> tuple[int, int]:
+        """(Bytes received, GETs answered) since the last ``take``.
+
+        Each is handed out once, so deltas taken by several threads add up to the process's.
+        """
+        with self._lock:
+            taken, self._taken = self._taken, (self._bytes, self._gets)
+            return self._bytes - taken[0], self._gets - taken[1]
 
     def reading(self) -> tuple[int, float, int]:
         """(Bytes received, connection-seconds receiving, connections receiving now)."""

@@ -1,10 +1,11 @@
 """``streaming cost``'s cache model against a brute-force replay of the same sample order.
 
 The estimate replays each node's shard accesses (from the pure order functions) through an LRU
-cache of ``--cache-limit`` bytes. The brute force below walks every sample id of every node one
-by one, in the order the node's devices read them (batch by batch, the workers of a device in
-turn, all devices in step), finds its shard by a linear scan, and keeps the cache as a plain
-list, most recently used last.
+cache of ``--cache-limit`` bytes, in the order a dataset with that ``cache_limit`` reads (its
+shuffle block size capped so a block's shards fit). The brute force below walks every sample id
+of every node one by one, in the order the node's devices read them (batch by batch, the
+workers of a device in turn, all devices in step), finds its shard by a linear scan, and keeps
+the cache as a plain list, most recently used last.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import numpy as np
 import pytest
 
 from streaming.cli.cost import estimate
+from streaming.dataset.cache import samples_that_fit
 from streaming.order.epoch import get_epoch_order
-from streaming.order.shuffle import default_num_canonical_nodes
+from streaming.order.shuffle import default_num_canonical_nodes, default_shuffle_block_size
 
 
 def _shards(samples: list[int]) -> list[dict]:
@@ -40,6 +42,11 @@ def brute_force(shards: list[dict], args: argparse.Namespace) -> list[int]:
     limit = int(args.cache_limit) if args.cache_limit else None
     sizes = np.array([e['samples'] for e in shards], np.int64)
     ncn = args.num_canonical_nodes or default_num_canonical_nodes(args.shuffle_algo, args.nodes)
+    # The block size a dataset uses under this limit: capped so a block's shards fit.
+    block = args.shuffle_block_size or default_shuffle_block_size(ncn)
+    peak = np.array([held[k] + fetched[k] for k in range(len(shards))], np.int64)
+    cap = samples_that_fit(limit, peak, sizes)
+    block = block if cap is None else min(block, cap)
     caches: list[list[int]] = [[] for _ in range(args.nodes)]
     per_epoch = []
     for epoch in range(args.epochs):
@@ -47,8 +54,8 @@ def brute_force(shards: list[dict], args: argparse.Namespace) -> list[int]:
             shard_sizes=sizes, shard_streams=np.zeros(len(sizes), np.int64),
             stream_choose=np.array([sizes.sum()]), epoch=epoch, seed=args.seed,
             shuffle=args.shuffle, shuffle_algo=args.shuffle_algo,
-            shuffle_block_size=args.shuffle_block_size, num_canonical_nodes=ncn,
-            num_physical_nodes=args.nodes, ranks_per_node=args.ranks_per_node,
+            shuffle_block_size=block, num_canonical_nodes=ncn, num_physical_nodes=args.nodes,
+            ranks_per_node=args.ranks_per_node,
             workers_per_rank=args.workers_per_rank, batch_size=args.batch_size)
         total = 0
         for node in range(args.nodes):

@@ -9,6 +9,8 @@ import sys
 import uuid
 from typing import Any
 
+from benchmarks.ranks import finish_ranks
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -34,22 +36,7 @@ def run_job(tmp: str, *, nodes: int, ranks_per_node: int, dataset: dict[str, Any
         procs.append(subprocess.Popen([sys.executable, '-m', 'tests.dataset.rank_main',
                                        config_path], env=env, cwd=REPO,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    outputs = []
-    try:
-        for proc in procs:
-            out, _ = proc.communicate(timeout=timeout)
-            outputs.append(out.decode(errors='replace'))
-    finally:
-        for proc in procs:
-            proc.kill()
-    for rank, (proc, out) in enumerate(zip(procs, outputs)):
-        if proc.returncode != 0:
-            raise AssertionError(f'rank {rank} exited with {proc.returncode}:\n{out[-3000:]}')
-    results = []
-    for rank in range(world_size):
-        with open(os.path.join(job, f'rank{rank}.json')) as f:
-            results.append(json.load(f))
-    return results
+    return finish_ranks(procs, job, timeout)
 
 
 def run_runs(tmp: str, *, nodes: int, ranks_per_node: int, runs: list[dict[str, Any]],

@@ -52,7 +52,7 @@ def run(config: dict[str, Any], job: dict[str, Any], rank: int, node: int) -> di
             if stop_after is not None and len(batches) == stop_after:
                 break
         epochs.append(batches)
-    result = {'epochs': epochs, 'len': len(dataset)}
+    result = {'epochs': epochs, 'len': len(dataset), 'egress': loader.stats.egress}
     if stop_after is not None:
         result['state'] = loader.state_dict()
     return result
