@@ -1,7 +1,7 @@
 """Azure blob reads (GET and HEAD) through obstore, the Rust ``object_store``: opt-in.
 
 Measured against the Azure SDK on Azurite (docs/storage/transport.md), obstore reads the same
-bytes for well under half the CPU per GB. It is not the default because its runtime (tokio) does
+bytes for 0.4-0.65x the CPU per GB. It is not the default because its runtime (tokio) does
 not survive ``fork``: a process forked after obstore ran in its parent hangs on its first
 request, and DataLoader workers are forked. So it is used by ``AzureBackend.read`` and ``stat``
 only when ``STREAMING_AZURE_CLIENT=obstore``, ``obstore`` is importable, the account's shared
