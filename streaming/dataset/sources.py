@@ -140,7 +140,7 @@ def load_sidecar(text: bytes | None, where: str) -> dict[str, Any] | None:
         return None
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to be a sidecar.
         logger.warning('%s is not valid JSON: rebuilding it.', where)
         return None
     return obj if isinstance(obj, dict) and isinstance(obj.get('files'), dict) else None

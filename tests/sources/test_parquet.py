@@ -195,6 +195,18 @@ def test_sidecar_is_reused_and_only_changed_files_reindexed(parquet_dir, tmp_pat
     assert ids == list(range(250)) + list(range(500, 750)) + list(range(10_000, 10_040))
 
 
+@pytest.mark.parametrize('damage', ['garbage', 'nested'])
+def test_a_damaged_sidecar_is_rebuilt(parquet_dir, tmp_path, damage) -> None:
+    _dataset(parquet_dir, tmp_path)
+    sidecar = os.path.join(parquet_dir, '_shardflow_index.parquet.json')
+    with open(sidecar, 'w') as f:  # Not JSON, or JSON nested past the parser's recursion.
+        f.write('{"files": ' + ('[' * 100_000 if damage == 'nested' else '\x00 not json'))
+    dataset = _dataset(parquet_dir, tmp_path / 'again')
+    assert sorted(dataset[i]['id'] for i in range(len(dataset))) == \
+        sorted(row['id'] for row in _expected(parquet_dir))
+    assert json.load(open(sidecar))['format'] == 'parquet'
+
+
 def test_read_only_data_directory_keeps_the_sidecar_in_the_cache(parquet_dir, tmp_path) -> None:
     os.chmod(parquet_dir, 0o555)
     try:
