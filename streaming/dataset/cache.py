@@ -230,7 +230,8 @@ class ShardCache:
         # Lock order: a shard's lock is taken under the cache lock only by the claimer, which
         # nobody else can be while we hold the cache lock, and only ever waited for with no
         # other lock held. So no two processes can wait on each other.
-        for _ in range(100):
+        attempts = 0
+        while attempts < 100:
             with self._lock:
                 state = int(self.states[shard_id])
                 if state == LOCAL:
@@ -242,12 +243,22 @@ class ShardCache:
                     shard_lock.release()
                     self.states[shard_id] = state = REMOTE
                     self._add_usage(-self.shards[shard_id].get_max_size())
+                busy = None
                 if state == REMOTE:
                     reserved = self.shards[shard_id].get_max_size()
+                    busy = self._busy_until_prepared(reserved, keep=shard_id)
+                if state == REMOTE and busy is None:
                     self._make_room(reserved, keep=shard_id)
                     self.states[shard_id] = PREPARING
                     self._add_usage(reserved)
                     shard_lock.acquire()  # Held until prepared: waiters block on it.
+            if busy is not None:
+                # No room until a shard being prepared elsewhere (a download ahead, another
+                # reader's) lands and can be evicted: wait for it, holding nothing else.
+                with self.shared.lock(f'shard-{busy}'):
+                    pass
+                continue
+            attempts += 1
             if state == REMOTE:
                 self._download(shard_id, reserved, shard_lock)
                 return True
@@ -287,6 +298,32 @@ class ShardCache:
         return int(received), int(gets)
 
     # ---- eviction --------------------------------------------------------------------------------
+    def _busy_until_prepared(self, needed: int, keep: int) -> int | None:
+        """A shard being prepared to wait for before ``needed`` bytes fit, or None (lock held).
+
+        None when they fit after evicting what is local and evictable, or when nothing is being
+        prepared (then ``_make_room`` says what is wrong). A shard whose preparer died is given
+        back its REMOTE state here, as ``prepare`` does for the shard it is asked for.
+        """
+        if self.limit is None or self.usage + needed <= self.limit:
+            return None
+        local = np.flatnonzero((self.states == LOCAL) & self.evictable)
+        freeable = sum(self.shards[i].get_persistent_size(
+            self.streams[self.shard_streams[i]].safe_keep_zip)
+            for i in local[local != keep].tolist())
+        for busy in np.flatnonzero(self.states == PREPARING).tolist():
+            if self.usage - freeable + needed <= self.limit:
+                return None
+            if busy == keep:
+                continue
+            lock = self.shared.lock(f'shard-{busy}')
+            if not lock.acquire(blocking=False):
+                return busy  # Someone is downloading it: it will be local (evictable) soon.
+            lock.release()  # Its preparer died: nothing will come of it.
+            self.states[busy] = REMOTE
+            self._add_usage(-self.shards[busy].get_max_size())
+        return None
+
     def _make_room(self, needed: int, keep: int) -> None:
         """Evict least recently used shards until ``needed`` more bytes fit (lock held)."""
         if self.limit is None:

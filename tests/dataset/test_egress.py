@@ -60,9 +60,22 @@ def test_each_node_fetches_its_partitions_shards_once(tmp_path):
     assert sum(sizes) <= fleet <= sum(sizes) + max(sizes)
 
 
+def test_a_quarter_cache_with_four_readers_a_node_waits_for_room(tmp_path):
+    """Two ranks of two workers a node at a quarter cache: the node's downloads ahead take most
+    of the room, and a reader that finds none waits for one of them to land (and be evicted)
+    instead of failing with "cache_limit is too small"."""
+    remote, shards = _dataset(tmp_path, 8000)
+    limit = sum(s['raw_data']['bytes'] for s in shards) // NODES // 4
+    results = run_job(str(tmp_path), nodes=NODES, ranks_per_node=RANKS, num_workers=WORKERS,
+                      dataset={'remote': remote, 'local': os.path.join(tmp_path, 'local'),
+                               'batch_size': BATCH, 'shuffle': True, 'cache_limit': limit},
+                      epochs=2)
+    for epoch in range(2):
+        seen = sorted(i for r in results for batch in r['epochs'][epoch] for i in batch)
+        assert seen == list(range(8000)), epoch
+
+
 def test_a_quarter_cache_refetches_what_streaming_cost_predicts(tmp_path):
-    # One rank per node: with two ranks of two workers each, the node's downloads ahead leave
-    # room for two readers' shards only, and a reader fails at a quarter (see the fleet docs).
     remote, shards = _dataset(tmp_path, 8000)  # A quarter of a share holds ~17 shards.
     raw = sum(s['raw_data']['bytes'] for s in shards)
     limit = raw // NODES // 4  # A quarter of a node's share.
