@@ -343,7 +343,13 @@ class NodeSimulation:
         return moved
 
     def _settle(self) -> None:
-        for _ in range(1000):
+        """Consume and read until nothing moves at this instant.
+
+        Every move is progress (a step consumed, taken or read), so this ends; a cap here would
+        leave work undone with nothing scheduled to resume it (a model with no pace and one
+        worker moves two steps a round).
+        """
+        while True:
             moved = self._consume()
             for reader in self.readers:
                 if reader.waiting_on < 0:
