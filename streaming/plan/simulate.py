@@ -291,9 +291,9 @@ class NodeSimulation:
                     break
                 reader.step, reader.next_step = step, step + self.run.loader_workers
                 reader.pending = deque(self.steps.reads[step][reader.rank])
-                # A batch reader reports the position after the batch it takes before reading
-                # it (``batches.take``): its own next batch, ``workers`` steps on.
-                reader.position = (step + self.run.loader_workers) * batch + 1
+                # A batch reader reports its batch's first sample before reading it
+                # (``batches.take``).
+                reader.position = step * batch + 1
                 moved = True
             while reader.pending:
                 shard = reader.pending[0]
