@@ -97,17 +97,22 @@ class SampleStream:
     def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(shard ids, indices within the shards) of the next up to ``n`` samples."""
         parts = []
+        first = -1  # Position of the first sample taken.
         while n > 0 and not self._done:
             if self._next >= len(self._shards):
                 if not self._load():
                     break
                 continue
+            if first < 0:
+                first = self._start + self._next
             stop = min(self._next + n, len(self._shards))
             parts.append((self._shards[self._next:stop], self._indices[self._next:stop]))
             n -= stop - self._next
             self._next = stop
-        if self.prefetcher is not None:
-            self.prefetcher.advance(self._start + self._next)
+        if self.prefetcher is not None and first >= 0:
+            # The samples are read after this: report the first of them (as ``next`` does),
+            # not the position past them, or the schedule takes their shards for done with.
+            self.prefetcher.advance(first)
         if len(parts) == 1:
             return parts[0]
         if not parts:

@@ -291,9 +291,9 @@ class NodeSimulation:
                     break
                 reader.step, reader.next_step = step, step + self.run.loader_workers
                 reader.pending = deque(self.steps.reads[step][reader.rank])
-                # A batch reader reports the position after the batch it takes before reading
-                # it (``batches.take``): its own next batch, ``workers`` steps on.
-                reader.position = (step + self.run.loader_workers) * batch + 1
+                # A batch reader reports its batch's first sample before reading it
+                # (``batches.take``).
+                reader.position = step * batch + 1
                 moved = True
             while reader.pending:
                 shard = reader.pending[0]
@@ -343,7 +343,13 @@ class NodeSimulation:
         return moved
 
     def _settle(self) -> None:
-        for _ in range(1000):
+        """Consume and read until nothing moves at this instant.
+
+        Every move is progress (a step consumed, taken or read), so this ends; a cap here would
+        leave work undone with nothing scheduled to resume it (a model with no pace and one
+        worker moves two steps a round).
+        """
+        while True:
             moved = self._consume()
             for reader in self.readers:
                 if reader.waiting_on < 0:

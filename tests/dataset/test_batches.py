@@ -108,3 +108,39 @@ def test_stats_count_steps_and_worker_time(tmp_path, caplog, workers) -> None:
     assert 'steps=20' in loader.stats.log_line()
     loader.stats.reset()
     assert loader.stats.summary()['steps'] == 0
+
+
+class _Positions:
+    """Records what a reader reports to the node's schedule (the ``Progress`` API: advance,
+    stop); a stand-in only so that the reports can be read back in order."""
+
+    def __init__(self) -> None:
+        self.reported: list[int] = []
+        self.stopped = False
+
+    def advance(self, position: int) -> None:
+        self.reported.append(position)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_batch_reports_its_first_sample_before_reading_it() -> None:
+    """The schedule marks a shard done with once every reader is past its last use; a batch
+    about to be read must report its own first sample, not the position past it, or the shards
+    it is about to read look done with and are evicted first."""
+    from streaming.dataset.batches import SampleStream
+    shard_starts = np.array([0, 4, 8, 12])
+    ids = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, -1])  # -1: padding.
+    progress = _Positions()
+    stream = SampleStream(ids, shard_starts, cache=None, get=lambda i: i,  # type: ignore
+                          fast=False, prefetcher=progress)  # type: ignore[arg-type]
+    taken = []
+    while True:
+        shards, indices = stream.take(5)
+        if not len(shards):
+            break
+        taken.append(stream.read(shards, indices))
+    assert taken == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10]]
+    assert progress.reported == [0, 5, 10]  # Each batch's first position, read after.
+    assert progress.stopped
