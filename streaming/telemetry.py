@@ -19,6 +19,7 @@ the running total. Downloads made ahead for the next epoch count in the epoch th
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from typing import Any, Callable, Iterator
 
@@ -111,10 +112,23 @@ class LoaderStats:
         try:
             yield from self._timed(batches, time.perf_counter)
         finally:  # The epoch ended, or was broken off: what the node received since the last.
+            self._close_egress()
+
+    def _close_egress(self) -> None:
+        """Record the epoch's egress; best effort, never raising from a loader's ``finally``.
+
+        A loader left mid-epoch is closed by the garbage collector, possibly while the
+        interpreter shuts down, when the shared directory may be gone or unreadable.
+        """
+        if sys.is_finalizing():
+            return
+        try:
             now = self.node_egress()
-            before = self._egress_mark or dict.fromkeys(now, 0)
-            self.egress.append({name: now[name] - before[name] for name in now})
-            self._egress_mark = now
+        except Exception:  # noqa: BLE001 - telemetry must not turn a clean exit into an error.
+            return
+        before = self._egress_mark or dict.fromkeys(now, 0)
+        self.egress.append({name: now[name] - before[name] for name in now})
+        self._egress_mark = now
 
     def _timed(self, batches: Iterator[Any], clock: Callable[[], float]) -> Iterator[Any]:
         while True:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import random
 
 import numpy as np
 import pytest
 
 from streaming.coord.lock import FileLock
-from streaming.storage import TransientError
+from streaming.storage import TransientError, pacing
 from streaming.storage.pacing import PACING_FIELDS, Pacer
 from streaming.storage.retry import RetriesExhausted, RetryPolicy, call_with_retries
 from tests.storage import servers
@@ -100,8 +101,14 @@ def test_the_rate_grows_additively_only_while_requests_wait_for_turns() -> None:
     assert grown - rate <= (Pacer.GROWTH * rate + Pacer.MIN_STEP) * (clock.now - 1011.0) * 1.05
 
 
-def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget() -> None:
-    """Two nodes asking 80 and 30 requests/s share a store that allows 20/s (refusing the rest)."""
+@pytest.mark.parametrize('seed', [1, 2, 3])
+def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget(seed,
+                                                                           monkeypatch) -> None:
+    """Two nodes asking 80 and 30 requests/s share a store that allows 20/s (refusing the rest).
+
+    The pacer's jitter is drawn from a seeded generator, so each case is the same every run.
+    """
+    monkeypatch.setattr(pacing.random, 'uniform', random.Random(seed).uniform)
     clock = Clock()
     nodes = [paced(clock), paced(clock)]
     for node in nodes:
