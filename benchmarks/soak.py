@@ -67,8 +67,10 @@ def rank_main(config_path: str) -> None:
     local = os.path.join(job['root'], f'node{node}')
     dataset = StreamingDataset(remote=job['remote'], local=local, batch_size=job['batch_size'],
                                shuffle=True, cache_limit=job['cache_limit'])
+    # A batch that takes minutes means something is stuck: fail with torch's message instead.
     loader = StreamingDataLoader(dataset, batch_size=job['batch_size'],
-                                 num_workers=job['workers'])
+                                 num_workers=job['workers'],
+                                 timeout=120 if job['workers'] else 0)
     epochs = []
     for _ in range(job['epochs']):
         ids = [int(i) for batch in loader for i in batch['id']]

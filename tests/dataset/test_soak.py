@@ -12,8 +12,11 @@ from benchmarks.soak import check, run
 
 
 def test_eight_epochs_stay_exact_and_flat(tmp_path):
-    result = run(str(tmp_path), nodes=1, ranks=2, workers=2, epochs=8)
+    result = run(str(tmp_path), nodes=1, ranks=2, workers=2, epochs=8, timeout=400)
     assert len(result['ranks']) == 2 and all(len(epochs) == 8 for epochs in result['ranks'])
     assert check(result, settle=2) == []
     entries = [epoch['shared_entries'] for epoch in result['ranks'][0]]
-    assert max(entries[3:]) <= max(entries[:3]), entries
+    # Flat: at most one epoch's order files (a lock and a progress file) more than epochs 0-2
+    # held, as the next epoch's may appear before the last one's go; the old leak added two an
+    # epoch and never removed them (+10 by the last epoch here).
+    assert max(entries[3:]) <= max(entries[:3]) + 2, entries
