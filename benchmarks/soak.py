@@ -106,9 +106,11 @@ def run(root: str, *, nodes: int, ranks: int, workers: int, epochs: int, samples
         json.dump(job, file)
     port = str(20000 + uuid.uuid4().int % 20000)
     procs = []
+    # Short temp paths: multiprocessing puts AF_UNIX sockets there (torch sends tensors between
+    # workers through one), and a socket path over 107 bytes fails inside a worker's send.
+    temps = [tempfile.mkdtemp(prefix=f'soak{node}-') for node in range(nodes)]
     for rank in range(world):
-        temp = os.path.join(root, f'tmp-node{rank // ranks}')
-        os.makedirs(temp, exist_ok=True)
+        temp = temps[rank // ranks]
         env = {**os.environ, 'RANK': str(rank), 'WORLD_SIZE': str(world),
                'LOCAL_RANK': str(rank % ranks), 'LOCAL_WORLD_SIZE': str(ranks),
                'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': port, 'TMPDIR': temp,
@@ -116,7 +118,11 @@ def run(root: str, *, nodes: int, ranks: int, workers: int, epochs: int, samples
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), '--rank-main',
                                        config], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT))
-    per_rank = finish_ranks(procs, root, timeout)
+    try:
+        per_rank = finish_ranks(procs, root, timeout)
+    finally:
+        for temp in temps:
+            shutil.rmtree(temp, ignore_errors=True)
     return {'samples': samples, 'ranks': per_rank}
 
 

@@ -40,7 +40,12 @@ def outcome(call):
     except Exception as error:
         return [type(error).__name__, str(error)]
 
+def isolate(spec):  # the registry's file locks (named by prefix, in the temp dir): ours alone
+    import os, tempfile
+    os.makedirs(spec['tmp'], exist_ok=True)
+    tempfile.tempdir = spec['tmp']
 def walk(spec, pack, unpack, follower):
+    isolate(spec)
     leader = World(1, 1, 1, 0)
     prefix, dirs = spec['prefix'], spec['dirs']
     shm = SharedMemory(f'{prefix:06}_locals', False, auto_cleanup=False)
@@ -65,6 +70,7 @@ import sys
 from streaming.base.shared.prefix import _read_block, pack_locals, unpack_locals
 mode, spec = sys.argv[1], json.loads(sys.argv[2])
 if mode == 'hold':
+    isolate(spec)
     prefix, shm = get_shm_prefix(spec['dirs'], spec['remotes'], World(1, 1, 1, 0))
     print(json.dumps(prefix), flush=True)
     sys.stdin.readline()  # until the test says so
@@ -85,6 +91,9 @@ import json, os, sys, time
 from streaming.base.shared.prefix import get_shm_prefix
 from streaming.base.world import World
 spec = json.loads(sys.argv[1])
+os.makedirs(spec['tmp'], exist_ok=True)
+import tempfile
+tempfile.tempdir = spec['tmp']  # the registry's file locks of this test alone
 prefix, shm = get_shm_prefix(spec['dirs'], spec['remotes'], World(1, 1, 1, 0))
 with open(spec['ready'] + '.tmp', 'w') as f:
     json.dump(prefix, f)
@@ -105,7 +114,10 @@ def _ours(mode: str, spec: dict, cwd: str, **popen: Any) -> subprocess.Popen:
 
 def _spec(tmp_path: Any) -> dict:
     dirs = [str(tmp_path / 'cache-a'), str(tmp_path / 'cache-b')]
-    return {'dirs': dirs, 'remotes': ['s3://bucket/a', None], 'new': str(tmp_path / 'cache-c')}
+    # 'tmp': both libraries skip a prefix whose file locks exist in the temp dir, which other
+    # jobs on the machine share; a private one keeps the walk to this test's blocks.
+    return {'dirs': dirs, 'remotes': ['s3://bucket/a', None], 'new': str(tmp_path / 'cache-c'),
+            'tmp': str(tmp_path / 'tmp')}
 
 
 def _check_walk(walk: dict, prefix: int, spec: dict) -> None:

@@ -18,7 +18,7 @@ from tests.dataset.conftest import write_ids
 from tests.dataset.launch import REPO, run_job
 
 NODES, RANKS, WORKERS, BATCH = 2, 2, 2, 8
-COST_TOLERANCE = 0.10  # |measured / predicted - 1| over the run, all nodes together.
+COST_TOLERANCE = 0.20  # |measured / predicted - 1| over the run: refetches depend on timing.
 
 
 def _dataset(tmp_path, samples: int = 3200) -> tuple[str, list[dict]]:
