@@ -9,6 +9,9 @@ the presets are the link emulator's, and bad input gets one clear line.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from streaming.plan import DatasetShape, RunSettings, get_profile, plan
 from streaming.plan.core import make_plan
 from streaming.plan.quality import entropy_bits
 from tests.cli.conftest import (
+    REPO,
     N,
     cli_s3_env,
     moto,  # noqa: F401
@@ -244,6 +248,27 @@ parameters:
                       f'  train_loader:\n    dataset:\n      remote: {first}\n')
     proc = run_cli('plan', '--yaml', str(config))
     assert proc.returncode == 1 and 'max_duration' in proc.stderr and str(config) in proc.stderr
+
+
+def test_a_yaml_without_pyyaml_names_the_plan_extra(tmp_path) -> None:
+    """PyYAML comes with the ``plan`` extra; without it, ``--yaml`` says which extra to install.
+
+    PyYAML is installed in the test env, so the subprocess hides it (``sys.modules['yaml'] =
+    None`` makes ``import yaml`` fail as a missing package does); nothing else is faked.
+    """
+    config = tmp_path / 'run.yaml'
+    config.write_text('global_train_batch_size: 8\n')
+    code = ('import sys; sys.modules["yaml"] = None; from streaming.cli.main import main; '
+            f'sys.exit(main(["plan", "--yaml", {str(config)!r}]))')
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          env={**os.environ, 'PYTHONPATH': str(REPO)}, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert 'shardflow[plan]' in proc.stderr and 'PyYAML' in proc.stderr
+    assert str(config) in proc.stderr and 'Traceback' not in proc.stderr
+    import tomllib
+    with open(REPO / 'pyproject.toml', 'rb') as f:
+        extras = tomllib.load(f)['project']['optional-dependencies']
+    assert any(dep.lower().startswith('pyyaml') for dep in extras['plan'])
 
 
 def test_the_calibration_table_judges_each_figure() -> None:
