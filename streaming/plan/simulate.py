@@ -39,8 +39,9 @@ __all__ = ['NodeRun', 'NodeSimulation']
 
 TICK = 0.05  # The schedule's longest wait between two looks (``_Schedule.run``).
 IDLE_TICK = 0.25  # Its sleep while no reader has begun.
-# Downloads simulated per node at most: a run that refetches without end is cut there and
-# extrapolated (the output says so) rather than simulated for minutes.
+# Downloads simulated per plan at most (shared by the nodes it simulates): a run that refetches
+# without end is cut there and extrapolated from the shard reads done (the output says so)
+# rather than simulated for minutes.
 MAX_DOWNLOADS = 40_000
 AHEAD_MARK = 1e15  # Access marks of shards fetched ahead: above any read's.
 EPOCH_MARK = 1e10  # A later plan's marks are above an earlier one's.
@@ -93,15 +94,17 @@ class NodeSimulation:
     def _make_room(self, needed: float, keep: int) -> None:
         if self.limit is None:
             return
-        while self.usage + needed > self.limit:
-            candidates = np.flatnonzero(self.states == LOCAL)
-            candidates = candidates[candidates != keep]
-            if not len(candidates):
-                self.out.overfull = max(self.out.overfull, self.usage + needed - self.limit)
-                return
-            victim = int(candidates[np.argmin(self.access[candidates])])
+        if self.usage + needed <= self.limit:
+            return
+        candidates = np.flatnonzero(self.states == LOCAL)
+        candidates = candidates[candidates != keep]
+        # Least recently used first (the lowest index among equals, as ``argmin`` picks).
+        for victim in candidates[np.argsort(self.access[candidates], kind='stable')].tolist():
             self.states[victim] = REMOTE
             self._set_usage(-self.held[victim])
+            if self.usage + needed <= self.limit:
+                return
+        self.out.overfull = max(self.out.overfull, self.usage + needed - self.limit)
 
     # ---- transfers --------------------------------------------------------------------------
     def _start(self, shard: int, parts: int, by_schedule: bool) -> None:
@@ -160,8 +163,8 @@ class NodeSimulation:
         for x in receiving:
             x.remaining -= rate * dt
         self.t = until
-        finished = [x for x in self.transfers if x.remaining <= 1e-6 * max(1.0, rate)
-                    and x.first_byte_at <= until]
+        done = 1e-6 * max(1.0, rate)
+        finished = [x for x in self.transfers if x.remaining <= done and x.first_byte_at <= until]
         if not finished:
             return []
         self.transfers = [x for x in self.transfers if x not in finished]
@@ -302,6 +305,7 @@ class NodeSimulation:
                     if self.limit is not None:
                         self.access[shard] = self.t
                     reader.pending.popleft()
+                    self.out.reads_done += 1
                     continue
                 if state == REMOTE:
                     self._start(shard, 1, by_schedule=False)
@@ -379,8 +383,8 @@ class NodeSimulation:
         self.held_back = False
         next_tick = self.plan_at
         while self.next_consume < count:
-            if self.out.downloads > self.max_downloads and self.next_consume:
-                self.out.cut = True
+            if self.out.downloads > self.max_downloads:
+                self.out.cut, self.out.cut_at = True, self.t
                 break
             if self.t >= self.plan_at and self.t >= next_tick - 1e-12:
                 self._schedule()
@@ -410,19 +414,34 @@ class NodeSimulation:
             if len(self.scheduled) < scheduled:  # ``wait`` returns when one of its is done.
                 next_tick = min(next_tick, self.t)
         self.out.epoch_end_s.append(self.t)
-        if epoch == 0 and self.out.step_times:
-            self.out.first_batch_s = self.out.step_times[0]
+        if epoch == 0:
+            self.out.first_batch_s = self.out.step_times[0] if self.out.step_times else \
+                self._first_batch_beyond_cut(steps)
+
+    def _first_batch_beyond_cut(self, steps: NodeSteps) -> float:
+        """Cut before the first step: when its reads would be done, at the pace of those done.
+
+        The readers of the first ``workers`` steps read side by side, so the first step is ready
+        about when that many steps' reads are; never earlier than the cut.
+        """
+        first_reads = sum(len(rank) for step in steps.reads[:self.run.loader_workers]
+                          for rank in step)
+        pace = (self.t - self.plan_at) / max(1, self.out.reads_done)
+        return max(self.t, self.plan_at + pace * first_reads)
 
     def result(self) -> NodeRun:
         return self.out
 
 
 def simulate_node(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
-                  epochs: list[NodeSteps], first_request: float, in_flight: int | None = None
-                  ) -> NodeRun:
+                  epochs: list[NodeSteps], first_request: float, in_flight: int | None = None,
+                  max_downloads: int = MAX_DOWNLOADS) -> NodeRun:
     """Simulate one node through ``epochs`` (its steps per epoch); see the module doc."""
-    sim = NodeSimulation(shape, run, profile, in_flight)
+    sim = NodeSimulation(shape, run, profile, in_flight, max_downloads)
     sim.out.steps_planned = sum(steps.steps for steps in epochs)
+    sim.out.samples_planned = int(sum(steps.samples.sum() for steps in epochs))
+    sim.out.reads_planned = sum(len(rank) for steps in epochs for step in steps.reads
+                                for rank in step)
     start = 0.0
     for epoch, steps in enumerate(epochs):
         sim.run_epoch(steps, epoch, start, first_request)

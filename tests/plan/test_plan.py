@@ -147,6 +147,34 @@ def test_nodes_fetch_their_partition_or_everything() -> None:
     assert spread['totals']['cost'] > one['totals']['cost'] > 0
 
 
+def test_a_thrashing_cache_is_cut_within_the_plans_budget_and_extrapolated() -> None:
+    """A cache far below the working set refetches without end: the plan simulates at most
+    ``max_downloads`` downloads in all (shared by its nodes), even before the first step, and
+    extrapolates the run from the shard reads done, saying so."""
+    shape = DatasetShape.synthetic(40_000, 100, 1000)  # 400 shards of 100 KB.
+    run = RunSettings(nodes=4, workers=4, batch_size=32, shuffle_algo='naive',
+                      cache_limit=400_000)
+    budget = 600
+    result = make_plan(shape, run, get_profile('same-region'), max_downloads=budget,
+                       quality=False)
+    cuts = [n for n in result['notes'] if ': cut after ' in n]
+    assert len(cuts) == 4
+    downloads = [int(n.split(': cut after ')[1].split()[0]) for n in cuts]
+    assert all(budget // 4 < d <= budget // 4 + 4 * 2 for d in downloads), downloads
+    steps = -(-shape.total_samples // (run.batch_size * run.nodes))
+    for node in result['nodes']:
+        # The whole epoch is reported (extrapolated), not the part simulated.
+        assert node['steps'] == steps and node['samples'] == shape.total_samples // 4
+        assert node['fetched_ratio'] > 2.0 and node['refetches'] > budget // 4
+        assert node['epoch_s'][0] > node['first_batch_s'] > 0
+    full = make_plan(shape, run, get_profile('same-region'), max_downloads=10**6,
+                     quality=False)
+    assert not any(': cut after ' in n for n in full['notes'])
+    # The extrapolation is of the right size: the epoch's bytes within a factor of two.
+    for cut, whole in zip(result['nodes'], full['nodes']):
+        assert 0.5 < cut['fetched_bytes'] / whole['fetched_bytes'] < 2.0
+
+
 def test_a_huge_dataset_is_sampled_and_says_so() -> None:
     shape = DatasetShape.synthetic(10**9, 10_000, 2048)
     result = make_plan(shape, RunSettings(nodes=8, ranks_per_node=8, workers=8),
