@@ -40,8 +40,9 @@ class SimMeter:
 class Transfer:
     shard: int
     remaining: float
-    first_byte_at: float
+    first_byte_at: float  # inf: not answered yet (waiting for a turn, or refused).
     by_schedule: bool
+    refusals: int = 0
 
 
 @dataclass

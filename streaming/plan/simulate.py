@@ -9,8 +9,9 @@ and the cache's states (``REMOTE``/``PREPARING``/``LOCAL``). What is modelled:
 
 * the link: a GET waits ``ttfb``, then every connection receiving shares the node's
   ``link_rate``, none above ``conn_rate`` (processor sharing, as the link emulator shapes it);
-* the store's request limit: GETs above ``request_limit / nodes`` per second wait (and the
-  scheduler halves its count, as on a throttling answer);
+* the store's request limit: each node's share of it, its GETs paced by the library's own
+  ``Pacer`` and refused above the share (``plan/store.py``; the scheduler halves its count on a
+  refusal, as on a throttling answer);
 * the readers: each rank's DataLoader workers take their batches in turn, ``prefetch_factor``
   batches each ahead of the model; a reader needing a shard that nobody fetches fetches it
   itself, one shard after another, and waits;
@@ -34,6 +35,7 @@ from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import NodeSteps
 from streaming.plan.pieces import NodeRun, Reader, SimMeter, Transfer, gets_per_file
 from streaming.plan.profiles import LinkProfile
+from streaming.plan.store import ThrottledStore
 
 __all__ = ['NodeRun', 'NodeSimulation']
 
@@ -73,8 +75,8 @@ class NodeSimulation:
         self.budget = max(budget, largest)
         self.meter = SimMeter()
         self.concurrency = Concurrency(in_flight, meter=self.meter)  # type: ignore[arg-type]
-        rate = profile.request_limit / run.nodes if profile.request_limit else None
-        self.get_rate, self.tokens, self.tokens_at = rate, (rate or 0.0), 0.0
+        self.store = None if not profile.request_limit else ThrottledStore(
+            profile.request_limit / run.nodes, profile.ttfb, lambda: self.t, self._refused)
         self.t = 0.0
         self.transfers: list[Transfer] = []
         self.parts_left = np.zeros(num, np.int64)
@@ -117,25 +119,33 @@ class NodeSimulation:
         self.parts_left[shard] = count
         self._parts[shard] = count
         for _ in range(count):
-            delay = 0.0
-            if self.get_rate:
-                self.tokens = min(self.get_rate, self.tokens +
-                                  (self.t - self.tokens_at) * self.get_rate)
-                self.tokens_at = self.t
-                if self.tokens < 1:
-                    delay = (1 - self.tokens) / self.get_rate
-                    self.out.throttled += 1
-                    self.concurrency.failed(self.t)
-                self.tokens -= 1
-            self.transfers.append(Transfer(shard, self.fetch[shard] / count,
-                                           self.t + delay + self.profile.ttfb, by_schedule))
-            self.out.gets += 1
-            self.out.get_times.append(self.t + delay)
+            transfer = Transfer(shard, self.fetch[shard] / count, self.t + self.profile.ttfb,
+                                by_schedule)
+            self.transfers.append(transfer)
+            if self.store is None:
+                self._sent(self.t)
+            else:  # Answered once the store admits it (``_store_due``).
+                transfer.first_byte_at = np.inf
+                self._sent(self.store.request(transfer))
         if self.ever[shard]:
             self.out.refetches += 1
             self.out.refetched_bytes += self.fetch[shard]
         self.ever[shard] = True
         self.out.downloads += 1
+
+    def _sent(self, at: float) -> None:
+        self.out.gets += 1
+        self.out.get_times.append(at)
+
+    def _refused(self) -> None:
+        """The store refused a GET: the schedule halves its count, as on a throttled answer."""
+        self.out.throttled += 1
+        self.concurrency.failed(self.t)
+
+    def _store_due(self) -> None:
+        if self.store is not None:
+            for at in self.store.due():
+                self._sent(at)
 
     def _rates(self) -> tuple[list[Transfer], float]:
         receiving = [x for x in self.transfers if x.first_byte_at <= self.t]
@@ -397,6 +407,8 @@ class NodeSimulation:
             while self.timers and self.timers[0] <= self.t + 1e-9:
                 heapq.heappop(self.timers)
             candidates = [self._next_transfer_event()]
+            if self.store is not None:
+                candidates.append(self.store.next_event())
             if self.timers:
                 candidates.append(self.timers[0])
             if self._schedule_alive():
@@ -407,6 +419,7 @@ class NodeSimulation:
                                    'this is a bug in the planner')
             scheduled = len(self.scheduled)
             local = self._advance(max(until, self.t))
+            self._store_due()
             for shard in local:
                 for reader in self.waiters.pop(shard, []):
                     reader.waiting_on = -1
