@@ -161,6 +161,48 @@ def machine_costs(runs: list[dict[str, Any]], samples: int, workers: int) -> dic
             'uncapped_epoch_s': statistics.median(m['epoch_s'] for m in ok)}
 
 
+def delivered_link(stats: dict[str, Any]) -> dict[str, float]:
+    """The link as one run's GETs saw it (the link's records): median time to first byte,
+    median rate of one transfer, and bytes over the span something was arriving."""
+    gets = [r for r in stats.get('records') or [] if r[4].startswith('GET') and r[3] > 0
+            and r[2] > r[1]]
+    if not gets:
+        return {}
+    span = max(r[2] for r in gets) - min(r[1] for r in gets)
+    return {'ttfb': statistics.median(r[1] - r[0] for r in gets),
+            'conn_rate': statistics.median(r[3] / (r[2] - r[1]) for r in gets),
+            'link_rate': sum(r[3] for r in gets) / span if span > 0 else 1e12}
+
+
+def fit_reading_cost(index_dir: str, machine: dict[str, Any], workers: int) -> float:
+    """The reading cost per sample per worker that makes the plan of the uncapped epochs (over
+    the link as they saw it) last as long as they did.
+
+    The uncapped link is not instant: the store takes time to serve an epoch too, and a cost
+    taken as all of the epoch after the first batch would count that time twice once a capped
+    link also carries it. Bisection between nothing and that upper bound.
+    """
+    from streaming.plan import DatasetShape, LinkProfile, RunSettings, plan
+    link = machine.get('uncapped_link')
+    if not link:
+        return machine['decode_s_per_sample']
+    shape = DatasetShape.from_urls([index_dir])
+    profile = LinkProfile(link['ttfb'], link['conn_rate'], link['link_rate'])
+
+    def epoch(cost: float) -> float:
+        run = RunSettings(workers=workers, batch_size=32, build_s=machine['build_s'],
+                          startup_s=machine['startup_s'], decode_s_per_sample=cost)
+        return plan(shape, run, profile, quality=False)['nodes'][0]['epoch_s'][0]
+    low, high = 0.0, machine['decode_s_per_sample']
+    for _ in range(10):
+        middle = (low + high) / 2
+        if epoch(middle) > machine['uncapped_epoch_s']:
+            high = middle
+        else:
+            low = middle
+    return (low + high) / 2
+
+
 def error(predicted: float, real: float, name: str) -> float:
     """Relative error; refetches (a share near 0) are compared as bytes fetched instead."""
     if name == 'refetched_share':
@@ -432,10 +474,19 @@ def main(argv: list[str] | None = None) -> None:
             result = one_run(OURS, python[OURS], link, PROFILES['uncapped'].link_rate, total,
                              params, scratch, args.timeout)
             if result['status'] == 'ok':
-                result['metrics']['build_s'] = build_seconds(result['metrics'],
-                                                             link.stats(records=True))
+                stats = link.stats(records=True)
+                result['metrics']['build_s'] = build_seconds(result['metrics'], stats)
+                result['metrics']['link'] = delivered_link(stats)
             startup_runs.append(result)
         machine = machine_costs(startup_runs, samples, base['num_workers'])
+        links = [r['metrics']['link'] for r in startup_runs
+                 if r['status'] == 'ok' and r['metrics']['link']]
+        if links:
+            machine['uncapped_link'] = {k: statistics.median(x[k] for x in links)
+                                        for k in ('ttfb', 'conn_rate', 'link_rate')}
+            machine['decode_upper_bound'] = machine['decode_s_per_sample']
+            machine['decode_s_per_sample'] = fit_reading_cost(dirs[OURS], machine,
+                                                              base['num_workers'])
         startup = machine['startup_s']
         _log(f'this machine: {machine}')
         shares = delivered_profiles(link.mode)

@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from streaming.plan.fleet import simulate_nodes
 from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import block_size_in_effect, canonical_nodes, epoch_orders, node_steps
 from streaming.plan.profiles import LinkProfile
 from streaming.plan.quality import shuffle_quality
-from streaming.plan.simulate import MAX_DOWNLOADS, NodeRun, simulate_node
+from streaming.plan.simulate import MAX_DOWNLOADS, NodeRun
 
 __all__ = ['make_plan']
 
@@ -175,9 +176,9 @@ def make_plan(shape: DatasetShape, run: RunSettings, profile: LinkProfile, *,
     node_reports = []
     streams = int(planned.streams.max()) + 1
     budget = max_downloads // len(simulated)  # The plan's bound, whatever the node count.
+    runs = simulate_nodes(planned, run, profile, per_node, index_fetch, in_flight, budget)
     for node in simulated:
-        out = simulate_node(planned, run, profile, per_node[node], index_fetch, in_flight,
-                            budget)
+        out = runs[node]
         out.gets += streams
         node_bytes = int(planned.fetch_bytes[np.unique(np.concatenate(
             [steps.sample_shards[steps.sample_shards >= 0] for steps in per_node[node]]))].sum())

@@ -10,8 +10,8 @@ and the cache's states (``REMOTE``/``PREPARING``/``LOCAL``). What is modelled:
 * the link: a GET waits ``ttfb``, then every connection receiving shares the node's
   ``link_rate``, none above ``conn_rate`` (processor sharing, as the link emulator shapes it);
 * the store's request limit: each node's share of it, its GETs paced by the library's own
-  ``Pacer`` and refused above the share (``plan/store.py``; the scheduler halves its count on a
-  refusal, as on a throttling answer);
+  ``Pacer`` and refused above the share (``plan/store.py``; the schedule halves its count
+  when it sees refusals, as ``Concurrency.throttled`` does);
 * the readers: each rank's DataLoader workers take their batches in turn, ``prefetch_factor``
   batches each ahead of the model; a reader needing a shard that nobody fetches fetches it
   itself, one shard after another, and waits;
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from typing import Any, Generator
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import NodeSteps
 from streaming.plan.pieces import NodeRun, Reader, SimMeter, Transfer, gets_per_file
 from streaming.plan.profiles import LinkProfile
-from streaming.plan.store import ThrottledStore
+from streaming.plan.store import ThrottledStore, TokenBucket
 
 __all__ = ['NodeRun', 'NodeSimulation']
 
@@ -53,7 +54,8 @@ class NodeSimulation:
     """Simulate one node over its epochs (``steps[e]`` for epoch ``e``)."""
 
     def __init__(self, shape: DatasetShape, run: RunSettings, profile: LinkProfile,
-                 in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS) -> None:
+                 in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS,
+                 bucket: TokenBucket | None = None, barrier: Any = None, node: int = 0) -> None:
         self.shape, self.run, self.profile = shape, run, profile
         self.max_downloads = max_downloads
         self.held = shape.held_bytes.astype(np.float64)
@@ -75,8 +77,12 @@ class NodeSimulation:
         self.budget = max(budget, largest)
         self.meter = SimMeter()
         self.concurrency = Concurrency(in_flight, meter=self.meter)  # type: ignore[arg-type]
-        self.store = None if not profile.request_limit else ThrottledStore(
-            profile.request_limit / run.nodes, profile.ttfb, lambda: self.t, self._refused)
+        self.throttles_seen = 0
+        self.barrier, self.node, self.epoch = barrier, node, 0
+        if profile.request_limit and bucket is None:  # Alone: an equal share of the store.
+            bucket = TokenBucket(profile.request_limit / run.nodes)
+        self.store = None if bucket is None else ThrottledStore(
+            bucket, profile.ttfb, lambda: self.t, self._refused)
         self.t = 0.0
         self.transfers: list[Transfer] = []
         self.parts_left = np.zeros(num, np.int64)
@@ -138,9 +144,7 @@ class NodeSimulation:
         self.out.get_times.append(at)
 
     def _refused(self) -> None:
-        """The store refused a GET: the schedule halves its count, as on a throttled answer."""
         self.out.throttled += 1
-        self.concurrency.failed(self.t)
 
     def _store_due(self) -> None:
         if self.store is not None:
@@ -268,6 +272,10 @@ class NodeSimulation:
                 self.ahead.append((first, size))
                 ahead_bytes += size
         self.held_back = len(self.scheduled) >= limit
+        if self.store is not None and self.store.pacer.throttles != self.throttles_seen:
+            # Refused since the last look: fewer downloads queued for the pacer's turns.
+            self.throttles_seen = self.store.pacer.throttles
+            self.concurrency.throttled(self.t)
         self.concurrency.update(self.t, self.held_back)
         self.out.max_in_flight = max(self.out.max_in_flight, len(self.transfers))
 
@@ -341,13 +349,18 @@ class NodeSimulation:
             step = self.next_consume
             if self.ready_count[step] < ranks:
                 return moved
+            ready = float(self.ready_at[step])
+            if self.barrier is not None:  # Every node's ranks take the step together.
+                ready = self.barrier.arrive(self.node, self.epoch, step, ready)
+                if ready is None:
+                    return moved
             wanted = self.model_free_at
-            at = max(self.ready_at[step], wanted)
+            at = max(ready, wanted)
             if at > self.t + 1e-9:
                 heapq.heappush(self.timers, at)
                 return moved
-            if self.ready_at[step] > wanted + 1e-9:
-                self.out.stalls.append((len(self.out.step_times), self.ready_at[step] - wanted))
+            if ready > wanted + 1e-9:
+                self.out.stalls.append((len(self.out.step_times), ready - wanted))
             self.consumed[step] = at
             self.out.step_times.append(at)
             self.out.step_samples.append(int(self.steps.samples[step]))
@@ -371,10 +384,20 @@ class NodeSimulation:
             if not moved:
                 return
 
+    def moves(self, epochs: list[NodeSteps], first_request: float
+              ) -> Generator[float, float | None, None]:
+        """Simulate the epochs; yields each time it is about to move its clock to."""
+        start = 0.0
+        for epoch, steps in enumerate(epochs):
+            yield from self.run_epoch(steps, epoch, start, first_request)
+            start = self.t
+            if self.out.cut:
+                return
+
     def run_epoch(self, steps: NodeSteps, epoch: int, start: float, first_request: float
-                  ) -> None:
-        """Simulate one epoch whose dataset is built at ``start``."""
-        self.steps = steps
+                  ) -> Generator[float, float | None, None]:
+        """Simulate one epoch whose dataset is built at ``start`` (see ``moves``)."""
+        self.steps, self.epoch = steps, epoch
         self.t = max(self.t, start)
         self._begin_plan(steps, epoch)
         # The first epoch's schedule starts once the dataset is built (its index fetched).
@@ -414,9 +437,13 @@ class NodeSimulation:
             if self._schedule_alive():
                 candidates.append(max(next_tick, self.plan_at))
             until = min(candidates)
-            if until == np.inf:
+            if until == np.inf and self.barrier is None:
                 raise RuntimeError('plan: the simulation stalled (nothing left to wait for); '
                                    'this is a bug in the planner')
+            # Nodes that run together move in the order of their clocks; one waiting for the
+            # others at the step's barrier is woken when they arrive.
+            woken = yield until
+            until = until if woken is None else woken
             scheduled = len(self.scheduled)
             local = self._advance(max(until, self.t))
             self._store_due()
@@ -444,22 +471,3 @@ class NodeSimulation:
 
     def result(self) -> NodeRun:
         return self.out
-
-
-def simulate_node(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
-                  epochs: list[NodeSteps], first_request: float, in_flight: int | None = None,
-                  max_downloads: int = MAX_DOWNLOADS) -> NodeRun:
-    """Simulate one node through ``epochs`` (its steps per epoch); see the module doc."""
-    sim = NodeSimulation(shape, run, profile, in_flight, max_downloads)
-    sim.out.steps_planned = sum(steps.steps for steps in epochs)
-    sim.out.samples_planned = int(sum(steps.samples.sum() for steps in epochs))
-    sim.out.reads_planned = sum(len(rank) for steps in epochs for step in steps.reads
-                                for rank in step)
-    start = 0.0
-    for epoch, steps in enumerate(epochs):
-        sim.run_epoch(steps, epoch, start, first_request)
-        start = sim.t
-        if sim.out.cut:
-            break
-    return sim.result()
-

@@ -1,9 +1,9 @@
 """A store's request limit and the node's pacer, in a plan's simulated time.
 
-The store: ``request_limit`` GETs/s for the whole run, which the nodes' pacers share out
-equally (AIMD converges there), so each node meets its share: a token bucket of ``share``
-tokens a second with one second's worth banked, refusing a request that finds no token (the
-way the link emulator's ``StoreLimits`` answers for a real store).
+The store: ``request_limit`` GETs/s for the whole run, a token bucket with one second's worth
+banked that refuses a request finding no token (the way the link emulator's ``StoreLimits``
+answers for a real store). The nodes a plan simulates share one bucket (their part of the
+limit); a node simulated alone meets its equal share.
 
 The node: every GET takes its turn from the library's own ``Pacer`` (``storage/pacing.py``)
 on the simulation's clock, unpaced until the first refusal, then AIMD on the request rate. A
@@ -22,10 +22,29 @@ from streaming.plan.pieces import Transfer
 from streaming.storage.pacing import Pacer
 from streaming.storage.retry import RetryPolicy
 
-__all__ = ['SimPacer', 'ThrottledStore']
+__all__ = ['SimPacer', 'ThrottledStore', 'TokenBucket']
 
 _AT_STORE, _REFUSED, _TURN = range(3)
 _MEAN_JITTER = 0.75  # ``RetryPolicy.delay`` scales by a uniform factor in [0.5, 1].
+
+
+class TokenBucket:
+    """The store's budget: ``rate`` tokens a second, one second's worth banked.
+
+    A request that finds no token is refused and takes none.
+    """
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self.capacity = rate, max(1.0, rate)
+        self.tokens, self.at = self.capacity, 0.0
+
+    def admit(self, at: float) -> bool:
+        self.tokens = min(self.capacity, self.tokens + max(0.0, at - self.at) * self.rate)
+        self.at = max(self.at, at)
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
 
 
 class SimPacer(Pacer):
@@ -42,11 +61,9 @@ class SimPacer(Pacer):
 class ThrottledStore:
     """One node's GETs through its pacer to its share of a throttling store (see module doc)."""
 
-    def __init__(self, share: float, ttfb: float, clock: Callable[[], float],
+    def __init__(self, bucket: TokenBucket, ttfb: float, clock: Callable[[], float],
                  on_refusal: Callable[[], None]) -> None:
-        self.share, self.ttfb, self.clock, self.on_refusal = share, ttfb, clock, on_refusal
-        self.capacity = max(1.0, share)
-        self.tokens, self.tokens_at = self.capacity, 0.0
+        self.bucket, self.ttfb, self.clock, self.on_refusal = bucket, ttfb, clock, on_refusal
         self.pacer = SimPacer(clock)
         self.policy = RetryPolicy()
         self.events: list[tuple[float, int, int, Transfer]] = []
@@ -67,7 +84,7 @@ class ThrottledStore:
         while self.events and self.events[0][0] <= now + 1e-12:
             at, _, stage, transfer = heapq.heappop(self.events)
             if stage == _AT_STORE:
-                if self._admit(at):
+                if self.bucket.admit(at):
                     transfer.first_byte_at = at + self.ttfb
                     self.pacer.succeeded()
                 else:
@@ -86,14 +103,6 @@ class ThrottledStore:
         policy = self.policy
         delay = min(policy.backoff_max, policy.backoff * 2 ** min(refusals - 1, 2)) * _MEAN_JITTER
         return min(policy.backoff_max, 2 * delay)  # Doubled for a throttling answer.
-
-    def _admit(self, at: float) -> bool:
-        self.tokens = min(self.capacity, self.tokens + (at - self.tokens_at) * self.share)
-        self.tokens_at = at
-        if self.tokens < 1.0:
-            return False
-        self.tokens -= 1.0
-        return True
 
     def _push(self, at: float, stage: int, transfer: Transfer) -> None:
         self.count += 1
