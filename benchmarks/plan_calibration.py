@@ -33,7 +33,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -174,33 +174,37 @@ def delivered_link(stats: dict[str, Any]) -> dict[str, float]:
             'link_rate': sum(r[3] for r in gets) / span if span > 0 else 1e12}
 
 
-def fit_reading_cost(index_dir: str, machine: dict[str, Any], workers: int) -> float:
+def fit_reading_cost(epoch_of: Callable[[float], float], target: float, upper: float
+                     ) -> float:
     """The reading cost per sample per worker that makes the plan of the uncapped epochs (over
-    the link as they saw it) last as long as they did.
+    the link as they saw it: ``epoch_of(cost)``) last as long as they did (``target``).
 
     The uncapped link is not instant: the store takes time to serve an epoch too, and a cost
-    taken as all of the epoch after the first batch would count that time twice once a capped
-    link also carries it. Bisection between nothing and that upper bound.
+    taken as all of the epoch after the first batch (``upper``) would count that time twice
+    once a capped link also carries it. Bisection between nothing and that upper bound.
     """
-    from streaming.plan import DatasetShape, LinkProfile, RunSettings, plan
-    link = machine.get('uncapped_link')
-    if not link:
-        return machine['decode_s_per_sample']
-    shape = DatasetShape.from_urls([index_dir])
-    profile = LinkProfile(link['ttfb'], link['conn_rate'], link['link_rate'])
-
-    def epoch(cost: float) -> float:
-        run = RunSettings(workers=workers, batch_size=32, build_s=machine['build_s'],
-                          startup_s=machine['startup_s'], decode_s_per_sample=cost)
-        return plan(shape, run, profile, quality=False)['nodes'][0]['epoch_s'][0]
-    low, high = 0.0, machine['decode_s_per_sample']
+    low, high = 0.0, upper
     for _ in range(10):
         middle = (low + high) / 2
-        if epoch(middle) > machine['uncapped_epoch_s']:
+        if epoch_of(middle) > target:
             high = middle
         else:
             low = middle
     return (low + high) / 2
+
+
+def single_node_reading_cost(index_dir: str, machine: dict[str, Any], workers: int) -> float:
+    """``fit_reading_cost`` for the single-node rows (the uncapped link as its records saw it)."""
+    from streaming.plan import DatasetShape, LinkProfile, RunSettings, plan
+    link = machine['uncapped_link']
+    shape = DatasetShape.from_urls([index_dir])
+    profile = LinkProfile(link['ttfb'], link['conn_rate'], link['link_rate'])
+
+    def epoch_of(cost: float) -> float:
+        run = RunSettings(workers=workers, batch_size=32, build_s=machine['build_s'],
+                          startup_s=machine['startup_s'], decode_s_per_sample=cost)
+        return plan(shape, run, profile, quality=False)['nodes'][0]['epoch_s'][0]
+    return fit_reading_cost(epoch_of, machine['uncapped_epoch_s'], machine['decode_s_per_sample'])
 
 
 def error(predicted: float, real: float, name: str) -> float:
@@ -286,6 +290,9 @@ def fleet_metrics(report: dict[str, Any], work: str, total: int) -> dict[str, An
             'fetched_ratio': fetched / total, 'refetched_share': again / total,
             'throttled': report['total']['throttled'], 'gets': report['total']['gets'],
             'exactly_once': report['exactly_once']['ok'],
+            # The rate a node's link carried while it was busy (the uncapped runs' store).
+            'link_rate': statistics.median(n['bytes'] / n['busy_span_s'] for n in
+                                           report['phase1']['nodes'] if n['busy_span_s'] > 0),
             'samples_per_node': report['samples_in_epoch'] / len(ranks)}
 
 
@@ -326,17 +333,19 @@ def fleet_machine(runs: list[dict[str, Any]], workers: int) -> dict[str, float]:
         raise RuntimeError(f'the uncapped fleet epochs failed: {runs[0] if runs else None}')
     # A rank's clock starts once it joined the process group; its dataset's build is then the
     # plan's default (the start-up measured here covers it).
-    return machine_costs(ok, int(ok[0]['metrics']['samples_per_node']), workers)
+    machine = machine_costs(ok, int(ok[0]['metrics']['samples_per_node']), workers)
+    machine['uncapped_link_rate'] = statistics.median(r['metrics']['link_rate'] for r in ok)
+    return machine
 
 
-def predict_fleet(index_dir: str, config: Config, machine: dict[str, float], total: int
-                  ) -> dict[str, float]:
-    """The plan of the fleet row: its dataset, link, store limit and nodes."""
+def predict_fleet(index_dir: str, config: Config, machine: dict[str, Any], total: int,
+                  profile: Any = None) -> dict[str, float]:
+    """The plan of the fleet row: its dataset, link, store limit and nodes (or ``profile``)."""
     from streaming.plan import DatasetShape, LinkProfile, RunSettings, plan
     fleet = fleet_config(config)
     shape = DatasetShape.from_urls([index_dir])
-    profile = LinkProfile(fleet.ttfb, fleet.conn_rate, fleet.link_rate,
-                          request_limit=fleet.allow_rps)
+    profile = profile or LinkProfile(fleet.ttfb, fleet.conn_rate, fleet.link_rate,
+                                     request_limit=fleet.allow_rps)
     run = RunSettings(nodes=fleet.nodes, ranks_per_node=fleet.ranks, workers=fleet.workers,
                       batch_size=fleet.batch_size, seed=17, build_s=machine['build_s'],
                       startup_s=machine['startup_s'],
@@ -352,6 +361,18 @@ def predict_fleet(index_dir: str, config: Config, machine: dict[str, float], tot
             'gets': sum(n['gets'] for n in nodes)}
 
 
+def fleet_reading_cost(index_dir: str, config: Config, machine: dict[str, Any],
+                       total: int) -> float:
+    """``fit_reading_cost`` for the fleet: its uncapped epochs over the rate its nodes saw."""
+    from streaming.plan import LinkProfile
+    rate = machine['uncapped_link_rate']
+    profile = LinkProfile(0.0, rate, rate)
+    return fit_reading_cost(
+        lambda cost: predict_fleet(index_dir, config, {**machine, 'decode_s_per_sample': cost},
+                                   total, profile)['epoch_s'],
+        machine['uncapped_epoch_s'], machine['decode_s_per_sample'])
+
+
 def fleet_row(config: Config, repeats: int, data_dir: str) -> dict[str, Any]:
     """The fleet row: this machine's fleet costs (uncapped epochs), then the throttled epochs
     beside their plan."""
@@ -363,6 +384,9 @@ def fleet_row(config: Config, repeats: int, data_dir: str) -> dict[str, Any]:
     ok = [r for r in runs if r['status'] == 'ok']
     if not ok:
         return {'name': config.name, 'measured': real, 'runs': runs}
+    machine['decode_upper_bound'] = machine['decode_s_per_sample']
+    machine['decode_s_per_sample'] = fleet_reading_cost(index_dir, config, machine,
+                                                        ok[0]['total'])
     guess = predict_fleet(index_dir, config, machine, ok[0]['total'])
     _log(f'{config.name}: measured {real}, planned {guess}')
     return {'name': config.name, 'measured': real, 'predicted': guess, 'runs': runs,
@@ -485,8 +509,8 @@ def main(argv: list[str] | None = None) -> None:
             machine['uncapped_link'] = {k: statistics.median(x[k] for x in links)
                                         for k in ('ttfb', 'conn_rate', 'link_rate')}
             machine['decode_upper_bound'] = machine['decode_s_per_sample']
-            machine['decode_s_per_sample'] = fit_reading_cost(dirs[OURS], machine,
-                                                              base['num_workers'])
+            machine['decode_s_per_sample'] = single_node_reading_cost(dirs[OURS], machine,
+                                                                      base['num_workers'])
         startup = machine['startup_s']
         _log(f'this machine: {machine}')
         shares = delivered_profiles(link.mode)

@@ -25,6 +25,9 @@ from streaming.storage.retry import RetryPolicy
 __all__ = ['SimPacer', 'ThrottledStore', 'TokenBucket']
 
 _AT_STORE, _REFUSED, _TURN = range(3)
+# A node's requests leave one after another (a thread each), not all at one instant: so the
+# nodes' first requests reach the store interleaved, not one node's burst before another's.
+SEND_GAP = 1e-3
 _MEAN_JITTER = 0.75  # ``RetryPolicy.delay`` scales by a uniform factor in [0.5, 1].
 
 
@@ -67,11 +70,13 @@ class ThrottledStore:
         self.pacer = SimPacer(clock)
         self.policy = RetryPolicy()
         self.events: list[tuple[float, int, int, Transfer]] = []
+        self.last_sent = -SEND_GAP
         self.count = 0
 
     def request(self, transfer: Transfer) -> float:
         """``transfer``'s GET takes its turn now; returns when it is sent."""
-        sent = self.clock() + self.pacer.wait_turn()
+        sent = max(self.clock() + self.pacer.wait_turn(), self.last_sent + SEND_GAP)
+        self.last_sent = sent
         self._push(sent, _AT_STORE, transfer)
         return sent
 
