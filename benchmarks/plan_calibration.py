@@ -15,10 +15,10 @@ DataLoader workers), measured here first as the time to first batch over the unc
 (no latency, no rate cap) and passed as ``RunSettings.startup_s``. Nothing else is fitted.
 
 Configurations: one node cold epoch (same-region); ``cache_limit`` at 25% of the dataset;
-a cross-region link; and a throttled store with several emulated nodes, which needs the fleet
-emulator (branch throttle30): ``FLEET_HOOK`` names the module; when it is importable, its
-``run_fleet(link, params, nodes, request_limit) -> list[metrics per node]`` is used for that row,
-otherwise the row says it was not run.
+a cross-region link; and a throttled store with several emulated nodes, run by the fleet
+emulator (``benchmarks.fleet.run_fleet``: its own dataset, moto store, per-node links and
+request budget; every sample checked delivered exactly once). The fleet's start-up and reading
+cost on this machine is measured the same way, by fleet epochs over an uncapped link and store.
 
     flock /work/bench.lock .venv/bin/python -m benchmarks.plan_calibration --repeats 3 --docs
 """
@@ -26,14 +26,16 @@ otherwise the row says it was not run.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import numpy as np
 
 from benchmarks.cases import sources
 from benchmarks.config import OURS
@@ -46,7 +48,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, 'benchmarks', 'results', 'plan-calibration.json')
 DOCS = os.path.join(REPO, 'docs', 'plan.md')
 BEGIN, END = '<!-- calibration table: begin -->', '<!-- calibration table: end -->'
-FLEET_HOOK = 'benchmarks.fleet'
 TOLERANCE = 0.15
 METRICS = ('first_batch_s', 'epoch_s', 'fetched_ratio', 'refetched_share')
 
@@ -60,12 +61,19 @@ class Config:
     request_limit: float | None = None
 
 
+# The throttled store: ``benchmarks.fleet``'s emulated nodes (each its own /dev/shm, cache and
+# link port, one rank of 2 DataLoader workers, batch 8 per rank, every step ended by a
+# barrier) reading its dataset of 256 KiB shards from one moto store that allows 16 GETs/s
+# in all, over the fleet's own link (40 ms to first byte, 2 MB/s a connection, 4 MB/s a node:
+# the nodes would ask 64 GETs/s).
+FLEET_NODES, FLEET_RPS, FLEET_SHARDS = 4, 16.0, 240
+FLEET_NAME = (f'throttled store ({FLEET_RPS:.0f} GETs/s), {FLEET_NODES} nodes, fleet link '
+              f'(4 MB/s a node)')
 CONFIGS = [
     Config('one node, cold epoch, same-region', 'same-region'),
     Config('cache_limit 25%, same-region', 'same-region', cache_fraction=0.25),
     Config('one node, cold epoch, cross-region', 'cross-region'),
-    Config('throttled store (200 GETs/s), 4 nodes, same-region', 'same-region', nodes=4,
-           request_limit=200.0),
+    Config(FLEET_NAME, 'fleet', nodes=FLEET_NODES, request_limit=FLEET_RPS),
 ]
 
 
@@ -120,7 +128,10 @@ def measured(runs: list[dict[str, Any]], total: int) -> dict[str, Any]:
     out: dict[str, Any] = {'status': 'ok', 'n': len(ok)}
     for name in ('first_batch_s', 'epoch_s', 'fetched_ratio'):
         out[name] = statistics.median(m[name] for m in ok)
-    out['refetched_share'] = max(0.0, out['fetched_ratio'] - 1.0)
+    if all('refetched_share' in m for m in ok):  # The fleet's, from its nodes' logs.
+        out['refetched_share'] = statistics.median(m['refetched_share'] for m in ok)
+    else:
+        out['refetched_share'] = max(0.0, out['fetched_ratio'] - 1.0)
     return out
 
 
@@ -148,6 +159,52 @@ def machine_costs(runs: list[dict[str, Any]], samples: int, workers: int) -> dic
     rest = statistics.median(m['epoch_s'] - m['first_batch_s'] for m in ok)
     return {'build_s': build, 'startup_s': first, 'decode_s_per_sample': rest * workers / samples,
             'uncapped_epoch_s': statistics.median(m['epoch_s'] for m in ok)}
+
+
+def delivered_link(stats: dict[str, Any]) -> dict[str, float]:
+    """The link as one run's GETs saw it (the link's records): median time to first byte,
+    median rate of one transfer, and bytes over the span something was arriving."""
+    gets = [r for r in stats.get('records') or [] if r[4].startswith('GET') and r[3] > 0
+            and r[2] > r[1]]
+    if not gets:
+        return {}
+    span = max(r[2] for r in gets) - min(r[1] for r in gets)
+    return {'ttfb': statistics.median(r[1] - r[0] for r in gets),
+            'conn_rate': statistics.median(r[3] / (r[2] - r[1]) for r in gets),
+            'link_rate': sum(r[3] for r in gets) / span if span > 0 else 1e12}
+
+
+def fit_reading_cost(epoch_of: Callable[[float], float], target: float, upper: float
+                     ) -> float:
+    """The reading cost per sample per worker that makes the plan of the uncapped epochs (over
+    the link as they saw it: ``epoch_of(cost)``) last as long as they did (``target``).
+
+    The uncapped link is not instant: the store takes time to serve an epoch too, and a cost
+    taken as all of the epoch after the first batch (``upper``) would count that time twice
+    once a capped link also carries it. Bisection between nothing and that upper bound.
+    """
+    low, high = 0.0, upper
+    for _ in range(10):
+        middle = (low + high) / 2
+        if epoch_of(middle) > target:
+            high = middle
+        else:
+            low = middle
+    return (low + high) / 2
+
+
+def single_node_reading_cost(index_dir: str, machine: dict[str, Any], workers: int) -> float:
+    """``fit_reading_cost`` for the single-node rows (the uncapped link as its records saw it)."""
+    from streaming.plan import DatasetShape, LinkProfile, RunSettings, plan
+    link = machine['uncapped_link']
+    shape = DatasetShape.from_urls([index_dir])
+    profile = LinkProfile(link['ttfb'], link['conn_rate'], link['link_rate'])
+
+    def epoch_of(cost: float) -> float:
+        run = RunSettings(workers=workers, batch_size=32, build_s=machine['build_s'],
+                          startup_s=machine['startup_s'], decode_s_per_sample=cost)
+        return plan(shape, run, profile, quality=False)['nodes'][0]['epoch_s'][0]
+    return fit_reading_cost(epoch_of, machine['uncapped_epoch_s'], machine['decode_s_per_sample'])
 
 
 def error(predicted: float, real: float, name: str) -> float:
@@ -188,11 +245,152 @@ def write_docs(text: str) -> None:
         f.write(f'{head}{BEGIN}\n{text}\n{END}{tail}')
 
 
-def _fleet() -> Any:
-    try:
-        return importlib.import_module(FLEET_HOOK)
-    except ImportError:
-        return None
+def fleet_config(config: Config, uncapped: bool = False) -> Any:
+    """``benchmarks.fleet``'s settings for ``config`` (uncapped: no store limit, no link cap)."""
+    from benchmarks.fleet import FleetConfig
+    fleet = FleetConfig(nodes=config.nodes, ranks=1, workers=2, store='s3',
+                        allow_rps=config.request_limit, shards=FLEET_SHARDS)
+    if uncapped:
+        link = PROFILES['uncapped']
+        fleet = replace(fleet, allow_rps=None, ttfb=link.ttfb, conn_rate=link.conn_rate,
+                        link_rate=link.link_rate)
+    return fleet
+
+
+def _shard_starts(index_dir: str) -> np.ndarray:
+    with open(os.path.join(index_dir, 'index.json')) as f:
+        counts = [shard['samples'] for shard in json.load(f)['shards']]
+    return np.concatenate([[0], np.cumsum(counts)])
+
+
+def fleet_metrics(report: dict[str, Any], work: str, total: int) -> dict[str, Any]:
+    """One fleet epoch's figures, as the single-node runs report them (over the whole fleet).
+
+    First batch and epoch: the slowest rank's, from before its dataset is built. Fetched: every
+    node's bytes over the dataset's. Fetched again: each node's bytes beyond the index and the
+    shards its own ranks read (from their logs of sample ids), over the dataset's.
+    """
+    from benchmarks.fleet import _rank_results
+    phase = os.path.join(work, 'phase1')
+    source = os.path.join(work, 'source')
+    ranks = _rank_results(phase)
+    starts = _shard_starts(source)
+    sizes = [os.path.getsize(os.path.join(source, n)) for n in sorted(os.listdir(source))
+             if n.startswith('shard.')]
+    index_bytes = os.path.getsize(os.path.join(source, 'index.json'))
+    again = 0
+    for node, figures in enumerate(report['phase1']['nodes']):
+        with open(os.path.join(phase, f'rank{node}.log')) as f:  # One rank per node.
+            ids = [i for line in f for i in json.loads(line)[1]]
+        read = np.unique(np.searchsorted(starts, ids, 'right') - 1)
+        again += max(0, figures['bytes'] - index_bytes - sum(sizes[s] for s in read))
+    fetched = sum(n['bytes'] for n in report['phase1']['nodes'])
+    return {'first_batch_s': max(r['time_to_first_batch_s'] for r in ranks.values()),
+            'epoch_s': max(r['total_s'] for r in ranks.values()),
+            'fetched_ratio': fetched / total, 'refetched_share': again / total,
+            'throttled': report['total']['throttled'], 'gets': report['total']['gets'],
+            'exactly_once': report['exactly_once']['ok'],
+            # The rate a node's link carried while it was busy (the uncapped runs' store).
+            'link_rate': statistics.median(n['bytes'] / n['busy_span_s'] for n in
+                                           report['phase1']['nodes'] if n['busy_span_s'] > 0),
+            'samples_per_node': report['samples_in_epoch'] / len(ranks)}
+
+
+def run_fleet_epochs(config: Config, repeats: int, data_dir: str, uncapped: bool = False
+                     ) -> tuple[list[dict[str, Any]], str]:
+    """``repeats`` fleet epochs (``benchmarks.fleet.run_fleet``); their runs and dataset."""
+    from benchmarks.fleet import run_fleet
+    runs = []
+    for repeat in range(repeats):
+        work = os.path.join(data_dir, f'fleet-{"uncapped" if uncapped else "throttled"}')
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        try:
+            report = run_fleet(fleet_config(config, uncapped), work)
+        except Exception as error:  # noqa: BLE001 (a failed run is reported, not fatal)
+            runs.append({'status': 'failed', 'reason': f'{type(error).__name__}: {error}'})
+            continue
+        source = os.path.join(work, 'source')
+        total = sum(os.path.getsize(os.path.join(source, n)) for n in os.listdir(source))
+        metrics = fleet_metrics(report, work, total)
+        if not metrics['exactly_once']:
+            runs.append({'status': 'failed', 'reason': 'a sample was lost or delivered twice'})
+            continue
+        _log(f'fleet run {repeat} ({"uncapped" if uncapped else "throttled"}): {metrics}')
+        runs.append({'status': 'ok', 'metrics': metrics, 'total': total})
+        kept = os.path.join(data_dir, 'fleet-source')
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(source, kept)
+    return runs, os.path.join(data_dir, 'fleet-source')
+
+
+def fleet_machine(runs: list[dict[str, Any]], workers: int) -> dict[str, float]:
+    """The fleet's start-up and reading cost on this machine, from its uncapped epochs."""
+    from streaming.plan import RunSettings
+    ok = [{**r, 'metrics': {**r['metrics'], 'build_s': RunSettings().build_s}} for r in runs
+          if r['status'] == 'ok']
+    if not ok:
+        raise RuntimeError(f'the uncapped fleet epochs failed: {runs[0] if runs else None}')
+    # A rank's clock starts once it joined the process group; its dataset's build is then the
+    # plan's default (the start-up measured here covers it).
+    machine = machine_costs(ok, int(ok[0]['metrics']['samples_per_node']), workers)
+    machine['uncapped_link_rate'] = statistics.median(r['metrics']['link_rate'] for r in ok)
+    return machine
+
+
+def predict_fleet(index_dir: str, config: Config, machine: dict[str, Any], total: int,
+                  profile: Any = None) -> dict[str, float]:
+    """The plan of the fleet row: its dataset, link, store limit and nodes (or ``profile``)."""
+    from streaming.plan import DatasetShape, LinkProfile, RunSettings, plan
+    fleet = fleet_config(config)
+    shape = DatasetShape.from_urls([index_dir])
+    profile = profile or LinkProfile(fleet.ttfb, fleet.conn_rate, fleet.link_rate,
+                                     request_limit=fleet.allow_rps)
+    run = RunSettings(nodes=fleet.nodes, ranks_per_node=fleet.ranks, workers=fleet.workers,
+                      batch_size=fleet.batch_size, seed=17, build_s=machine['build_s'],
+                      startup_s=machine['startup_s'],
+                      decode_s_per_sample=machine['decode_s_per_sample'])
+    result = plan(shape, run, profile, quality=False)
+    nodes = result['nodes']
+    fetched = sum(n['fetched_bytes'] for n in nodes) + shape.index_bytes * len(nodes)
+    return {'first_batch_s': max(n['first_batch_s'] for n in nodes),
+            'epoch_s': max(n['epoch_s'][0] for n in nodes),
+            'fetched_ratio': fetched / total,
+            'refetched_share': sum(n['refetched_bytes'] for n in nodes) / total,
+            'throttled': sum(n['throttled_gets'] for n in nodes),
+            'gets': sum(n['gets'] for n in nodes)}
+
+
+def fleet_reading_cost(index_dir: str, config: Config, machine: dict[str, Any],
+                       total: int) -> float:
+    """``fit_reading_cost`` for the fleet: its uncapped epochs over the rate its nodes saw."""
+    from streaming.plan import LinkProfile
+    rate = machine['uncapped_link_rate']
+    profile = LinkProfile(0.0, rate, rate)
+    return fit_reading_cost(
+        lambda cost: predict_fleet(index_dir, config, {**machine, 'decode_s_per_sample': cost},
+                                   total, profile)['epoch_s'],
+        machine['uncapped_epoch_s'], machine['decode_s_per_sample'])
+
+
+def fleet_row(config: Config, repeats: int, data_dir: str) -> dict[str, Any]:
+    """The fleet row: this machine's fleet costs (uncapped epochs), then the throttled epochs
+    beside their plan."""
+    uncapped, _ = run_fleet_epochs(config, repeats, data_dir, uncapped=True)
+    machine = fleet_machine(uncapped, 2)
+    _log(f'the fleet on this machine: {machine}')
+    runs, index_dir = run_fleet_epochs(config, repeats, data_dir)
+    real = measured(runs, 0)
+    ok = [r for r in runs if r['status'] == 'ok']
+    if not ok:
+        return {'name': config.name, 'measured': real, 'runs': runs}
+    machine['decode_upper_bound'] = machine['decode_s_per_sample']
+    machine['decode_s_per_sample'] = fleet_reading_cost(index_dir, config, machine,
+                                                        ok[0]['total'])
+    guess = predict_fleet(index_dir, config, machine, ok[0]['total'])
+    _log(f'{config.name}: measured {real}, planned {guess}')
+    return {'name': config.name, 'measured': real, 'predicted': guess, 'runs': runs,
+            'machine': machine}
 
 
 BIG_PLAN = ['plan', '--synthetic-samples', '1b', '--shard-samples', '10k', '--sample-bytes',
@@ -254,6 +452,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--docs', action='store_true', help=f'write the table into {DOCS}')
     parser.add_argument('--only-big-plan', action='store_true',
                         help='only time the plan of a 1 B-sample dataset')
+    parser.add_argument('--no-fleet', action='store_true', help='leave the fleet row out')
+    parser.add_argument('--only-fleet', action='store_true',
+                        help='only the fleet row (its uncapped and throttled epochs)')
     parser.add_argument('--against-saved', action='store_true',
                         help='no runs: plan (default machine costs) beside link_bench\'s saved '
                              'runs of the same cases')
@@ -264,6 +465,14 @@ def main(argv: list[str] | None = None) -> None:
         where, saved = against_saved(index_dir)
         print(f'The plan with its default machine costs beside link_bench\'s saved runs '
               f'(medians; {where}):\n\n' + table(saved))
+        return
+    if args.only_fleet:
+        fleet = [fleet_row(c, args.repeats, args.data_dir) for c in CONFIGS if c.nodes > 1]
+        path = args.out.replace('.json', '-fleet.json')
+        with open(path, 'w') as f:
+            json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(),
+                       'results': fleet}, f, indent=1, default=str)
+        print(f'(load {os.getloadavg()}; {path})\n\n' + table(fleet))
         return
     big = time_big_plan()
     _log(f'streaming {" ".join(BIG_PLAN)}: {big["seconds"]:.1f} s (load {big["load"]})')
@@ -289,34 +498,39 @@ def main(argv: list[str] | None = None) -> None:
             result = one_run(OURS, python[OURS], link, PROFILES['uncapped'].link_rate, total,
                              params, scratch, args.timeout)
             if result['status'] == 'ok':
-                result['metrics']['build_s'] = build_seconds(result['metrics'],
-                                                             link.stats(records=True))
+                stats = link.stats(records=True)
+                result['metrics']['build_s'] = build_seconds(result['metrics'], stats)
+                result['metrics']['link'] = delivered_link(stats)
             startup_runs.append(result)
         machine = machine_costs(startup_runs, samples, base['num_workers'])
+        links = [r['metrics']['link'] for r in startup_runs
+                 if r['status'] == 'ok' and r['metrics']['link']]
+        if links:
+            machine['uncapped_link'] = {k: statistics.median(x[k] for x in links)
+                                        for k in ('ttfb', 'conn_rate', 'link_rate')}
+            machine['decode_upper_bound'] = machine['decode_s_per_sample']
+            machine['decode_s_per_sample'] = single_node_reading_cost(dirs[OURS], machine,
+                                                                      base['num_workers'])
         startup = machine['startup_s']
         _log(f'this machine: {machine}')
         shares = delivered_profiles(link.mode)
         for config in CONFIGS:
+            if config.nodes > 1:
+                continue  # The fleet row brings its own store and links (below).
             profile = PROFILES[config.profile]
             link.set_profile(profile)
             limit = None if config.cache_fraction is None else int(total * config.cache_fraction)
             run_params = {**params, 'cache_limit': limit}
-            if config.nodes > 1:
-                fleet = _fleet()
-                if fleet is None:
-                    results.append({'name': config.name, 'measured': {
-                        'status': f'needs the fleet emulator ({FLEET_HOOK}, branch throttle30)'}})
-                    continue
-                per_node = fleet.run_fleet(link, run_params, config.nodes, config.request_limit)
-                runs = [{'status': 'ok', 'metrics': per_node[0]}]
-            else:
-                runs = [one_run(OURS, python[OURS], link, profile.link_rate, total, run_params,
-                                scratch, args.timeout) for _ in range(args.repeats)]
+            runs = [one_run(OURS, python[OURS], link, profile.link_rate, total, run_params,
+                            scratch, args.timeout) for _ in range(args.repeats)]
             real = measured(runs, total)
             guess = predict(dirs[OURS], config, machine, shares, total)
             _log(f'{config.name}: measured {real}, planned {guess}')
             results.append({'name': config.name, 'measured': real, 'predicted': guess,
                             'runs': runs})
+    for config in CONFIGS:
+        if config.nodes > 1 and not args.no_fleet:
+            results.append(fleet_row(config, args.repeats, args.data_dir))
     load = os.getloadavg()
     text = table(results)
     header = (f'`flock /work/bench.lock .venv/bin/python -m benchmarks.plan_calibration '

@@ -219,6 +219,24 @@ def check_image(endpoints: dict) -> None:
     print('  png column written and read back: ok')
 
 
+def check_plan(endpoints: dict) -> None:
+    # `streaming plan --yaml`: a reference simulator YAML read through PyYAML into a plan.
+    from streaming.plan import DatasetShape, RunSettings, get_profile, plan
+    from streaming.plan.simyaml import read_simulator_yaml
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, 'run.yaml')
+        with open(path, 'w') as f:
+            f.write('global_train_batch_size: 8\nmax_duration: 1ep\ntrain_loader:\n'
+                    '  num_workers: 2\n  dataset: {remote: s3://b/ds, cache_limit: 1mb}\n')
+        sim = read_simulator_yaml(path)
+    shape = DatasetShape.synthetic(samples=2000, shard_samples=100, sample_bytes=1000)
+    settings = sim.settings(nodes=1, ranks_per_node=1, total_samples=shape.total_samples)
+    assert sim.urls == ['s3://b/ds'] and settings['cache_limit'] == '1mb', settings
+    result = plan(shape, RunSettings(**settings), get_profile('same-region'), quality=False)
+    assert result['nodes'][0]['samples'] == 2000, result['nodes'][0]
+    print('  simulator YAML read and planned: ok')
+
+
 def check_import(extra: str) -> None:
     """An extra with no specific check: the package and every backend module import."""
     import streaming
@@ -227,7 +245,7 @@ def check_import(extra: str) -> None:
 
 CHECKS = {'s3': check_s3, 'gcs': check_gcs, 'azure': check_azure, 'oci': check_oci,
           'http': check_http, 'hf': check_hf, 'image': check_image, 'sftp': check_sftp,
-          'dbfs': check_dbfs, 'fsspec': check_fsspec, 'vision': check_image}
+          'dbfs': check_dbfs, 'fsspec': check_fsspec, 'vision': check_image, 'plan': check_plan}
 # Modules an extra exists for (imported first: a missing dependency fails here, clearly).
 MODULES = {'s3': ['streaming.storage.s3'], 'gcs': ['streaming.storage.gcs'],
            'azure': ['streaming.storage.azure'], 'oci': ['streaming.storage.oci'],
@@ -237,7 +255,7 @@ MODULES = {'s3': ['streaming.storage.s3'], 'gcs': ['streaming.storage.gcs'],
            'vision': ['streaming.vision'], 'text': ['transformers', 'streaming.text'],
            'convert': ['pyarrow', 'streaming.convert.sources'],
            'tokens': ['tokenizers', 'pyarrow', 'streaming.tokens.pretokenize'],
-           'obstore': ['obstore.store']}
+           'obstore': ['obstore.store'], 'plan': ['yaml', 'streaming.plan.simyaml']}
 
 
 def check(extra: str, endpoints_file: str | None) -> None:

@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from streaming.plan.fleet import simulate_nodes
 from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import block_size_in_effect, canonical_nodes, epoch_orders, node_steps
 from streaming.plan.profiles import LinkProfile
 from streaming.plan.quality import shuffle_quality
-from streaming.plan.simulate import NodeRun, simulate_node
+from streaming.plan.simulate import MAX_DOWNLOADS, NodeRun
 
 __all__ = ['make_plan']
 
@@ -80,8 +81,9 @@ def _node_report(node: int, out: NodeRun, scale: float, node_bytes: int, begin: 
                  run_epochs: int) -> dict[str, Any]:
     """One node's figures; a sampled run's times after ``begin`` (its first request) scale."""
     first = float(out.first_batch_s)
-    if out.cut:  # Simulated in part: the rest of the run goes as the part did.
-        scale *= out.steps_planned / max(1, len(out.step_times))
+    sampled = scale
+    if out.cut:  # Simulated in part: the rest goes at the pace of the shard reads done.
+        scale /= out.progress
 
     def scaled(t: float) -> float:
         return begin + (t - begin) * scale if t > begin else t
@@ -90,7 +92,9 @@ def _node_report(node: int, out: NodeRun, scale: float, node_bytes: int, begin: 
         per_epoch = (ends[-1] - begin) / run_epochs
         ends = [begin + per_epoch * (i + 1) for i in range(run_epochs)]
     epochs = [ends[0]] + [b - a for a, b in zip(ends[:-1], ends[1:])]
-    samples = float(sum(out.step_samples)) * scale
+    samples = float(out.samples_planned if out.cut else sum(out.step_samples)) * \
+        (sampled if out.cut else scale)
+    steps = out.steps_planned * sampled if out.cut else len(out.step_times) * scale
     stalls = [seconds for _, seconds in out.stalls if seconds > 1e-3]
     first_wait = sum(seconds for step, seconds in out.stalls if step == 0)
     later_wait = sum(seconds for step, seconds in out.stalls if step > 0 and seconds > 1e-3)
@@ -103,12 +107,13 @@ def _node_report(node: int, out: NodeRun, scale: float, node_bytes: int, begin: 
         'run_s': round(duration, 3),
         'samples_per_s': round(samples / duration, 1) if duration else 0.0,
         'samples': int(round(samples)),
-        'steps': int(round(len(out.step_times) * scale)),
+        'steps': int(round(steps)),
         'stalled_steps': int(round(len(stalls) * scale)),
         'stall_s': round(float(first_wait + later_wait * scale), 3),
         'longest_stall_s': round(max(stalls), 3) if stalls else 0.0,
         'fetched_bytes': int(round(out.fetched_bytes * scale)),
-        'fetched_ratio': round(out.fetched_bytes / node_bytes, 3) if node_bytes else 0.0,
+        'fetched_ratio': round(out.fetched_bytes / out.progress / node_bytes, 3)
+        if node_bytes else 0.0,
         'refetches': int(round(out.refetches * scale)),
         'refetched_bytes': int(round(out.refetched_bytes * scale)),
         'gets': int(round(out.gets * scale)),
@@ -134,7 +139,7 @@ def _nodes_to_simulate(nodes: int, max_nodes: int) -> list[int]:
 
 def make_plan(shape: DatasetShape, run: RunSettings, profile: LinkProfile, *,
               max_samples: int = 2_000_000, max_nodes: int = 4, in_flight: int | None = None,
-              quality: bool = True) -> dict[str, Any]:
+              quality: bool = True, max_downloads: int = MAX_DOWNLOADS) -> dict[str, Any]:
     """Predict the run (see the module doc); returns a JSON-ready dict."""
     began = time.perf_counter()
     notes: list[str] = []
@@ -170,15 +175,18 @@ def make_plan(shape: DatasetShape, run: RunSettings, profile: LinkProfile, *,
                      f'dataset does the same, so that a block\'s shards fit)')
     node_reports = []
     streams = int(planned.streams.max()) + 1
+    budget = max_downloads // len(simulated)  # The plan's bound, whatever the node count.
+    runs = simulate_nodes(planned, run, profile, per_node, index_fetch, in_flight, budget)
     for node in simulated:
-        out = simulate_node(planned, run, profile, per_node[node], index_fetch, in_flight)
+        out = runs[node]
         out.gets += streams
         node_bytes = int(planned.fetch_bytes[np.unique(np.concatenate(
             [steps.sample_shards[steps.sample_shards >= 0] for steps in per_node[node]]))].sum())
         if out.cut:
             notes.append(f'node {node}: cut after {out.downloads} downloads '
-                         f'({len(out.step_times)} of {out.steps_planned} steps); the rest is '
-                         f'extrapolated from them')
+                         f'({len(out.step_times)} of {out.steps_planned} steps taken, '
+                         f'{out.progress:.1%} of the shard reads done); the rest is '
+                         f'extrapolated at their pace')
         node_reports.append(_node_report(node, out, scale, node_bytes, index_fetch, run.epochs))
     ws = working_set(per_node[simulated[0]][0], planned.held_bytes.astype(np.float64))
     mean = {key: float(np.mean([r[key] for r in node_reports]))

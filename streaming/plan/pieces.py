@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from streaming.storage.download import DownloadConfig, _split, in_parts
 
 __all__ = ['NodeRun', 'Reader', 'SimMeter', 'Transfer', 'gets_per_file']
 
 
+@lru_cache(maxsize=4096)  # A plan asks about a few sizes, tens of thousands of times.
 def gets_per_file(size: int, parts: int) -> int:
     """GETs a ``size``-byte file takes when asked for in ``parts``.
 
@@ -34,12 +36,13 @@ class SimMeter:
         return int(self.received), self.area, self.open
 
 
-@dataclass
+@dataclass(eq=False)  # Compared by identity: the simulation removes finished ones by it.
 class Transfer:
     shard: int
     remaining: float
-    first_byte_at: float
+    first_byte_at: float  # inf: not answered yet (waiting for a turn, or refused).
     by_schedule: bool
+    refusals: int = 0
 
 
 @dataclass
@@ -80,4 +83,15 @@ class NodeRun:
     in_flight_area: float = 0.0
     max_in_flight: int = 0
     steps_planned: int = 0  # Steps of every epoch; more than simulated if the run was cut.
+    samples_planned: int = 0
+    reads_planned: int = 0  # Shard reads (runs of a shard's samples in a batch) of every epoch.
+    reads_done: int = 0
     cut: bool = False
+    cut_at: float = 0.0
+
+    @property
+    def progress(self) -> float:
+        """The share of the run simulated: its shard reads done (1.0 unless cut)."""
+        if not self.cut or not self.reads_planned:
+            return 1.0
+        return max(self.reads_done, 1) / self.reads_planned

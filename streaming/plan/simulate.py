@@ -9,8 +9,9 @@ and the cache's states (``REMOTE``/``PREPARING``/``LOCAL``). What is modelled:
 
 * the link: a GET waits ``ttfb``, then every connection receiving shares the node's
   ``link_rate``, none above ``conn_rate`` (processor sharing, as the link emulator shapes it);
-* the store's request limit: GETs above ``request_limit / nodes`` per second wait (and the
-  scheduler halves its count, as on a throttling answer);
+* the store's request limit: each node's share of it, its GETs paced by the library's own
+  ``Pacer`` and refused above the share (``plan/store.py``; the schedule halves its count
+  when it sees refusals, as ``Concurrency.throttled`` does);
 * the readers: each rank's DataLoader workers take their batches in turn, ``prefetch_factor``
   batches each ahead of the model; a reader needing a shard that nobody fetches fetches it
   itself, one shard after another, and waits;
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from typing import Any, Generator
 
 import numpy as np
 
@@ -34,13 +36,15 @@ from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import NodeSteps
 from streaming.plan.pieces import NodeRun, Reader, SimMeter, Transfer, gets_per_file
 from streaming.plan.profiles import LinkProfile
+from streaming.plan.store import ThrottledStore, TokenBucket
 
 __all__ = ['NodeRun', 'NodeSimulation']
 
 TICK = 0.05  # The schedule's longest wait between two looks (``_Schedule.run``).
 IDLE_TICK = 0.25  # Its sleep while no reader has begun.
-# Downloads simulated per node at most: a run that refetches without end is cut there and
-# extrapolated (the output says so) rather than simulated for minutes.
+# Downloads simulated per plan at most (shared by the nodes it simulates): a run that refetches
+# without end is cut there and extrapolated from the shard reads done (the output says so)
+# rather than simulated for minutes.
 MAX_DOWNLOADS = 40_000
 AHEAD_MARK = 1e15  # Access marks of shards fetched ahead: above any read's.
 EPOCH_MARK = 1e10  # A later plan's marks are above an earlier one's.
@@ -50,7 +54,8 @@ class NodeSimulation:
     """Simulate one node over its epochs (``steps[e]`` for epoch ``e``)."""
 
     def __init__(self, shape: DatasetShape, run: RunSettings, profile: LinkProfile,
-                 in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS) -> None:
+                 in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS,
+                 bucket: TokenBucket | None = None, barrier: Any = None, node: int = 0) -> None:
         self.shape, self.run, self.profile = shape, run, profile
         self.max_downloads = max_downloads
         self.held = shape.held_bytes.astype(np.float64)
@@ -72,8 +77,12 @@ class NodeSimulation:
         self.budget = max(budget, largest)
         self.meter = SimMeter()
         self.concurrency = Concurrency(in_flight, meter=self.meter)  # type: ignore[arg-type]
-        rate = profile.request_limit / run.nodes if profile.request_limit else None
-        self.get_rate, self.tokens, self.tokens_at = rate, (rate or 0.0), 0.0
+        self.throttles_seen = 0
+        self.barrier, self.node, self.epoch = barrier, node, 0
+        if profile.request_limit and bucket is None:  # Alone: an equal share of the store.
+            bucket = TokenBucket(profile.request_limit / run.nodes)
+        self.store = None if bucket is None else ThrottledStore(
+            bucket, profile.ttfb, lambda: self.t, self._refused)
         self.t = 0.0
         self.transfers: list[Transfer] = []
         self.parts_left = np.zeros(num, np.int64)
@@ -93,15 +102,17 @@ class NodeSimulation:
     def _make_room(self, needed: float, keep: int) -> None:
         if self.limit is None:
             return
-        while self.usage + needed > self.limit:
-            candidates = np.flatnonzero(self.states == LOCAL)
-            candidates = candidates[candidates != keep]
-            if not len(candidates):
-                self.out.overfull = max(self.out.overfull, self.usage + needed - self.limit)
-                return
-            victim = int(candidates[np.argmin(self.access[candidates])])
+        if self.usage + needed <= self.limit:
+            return
+        candidates = np.flatnonzero(self.states == LOCAL)
+        candidates = candidates[candidates != keep]
+        # Least recently used first (the lowest index among equals, as ``argmin`` picks).
+        for victim in candidates[np.argsort(self.access[candidates], kind='stable')].tolist():
             self.states[victim] = REMOTE
             self._set_usage(-self.held[victim])
+            if self.usage + needed <= self.limit:
+                return
+        self.out.overfull = max(self.out.overfull, self.usage + needed - self.limit)
 
     # ---- transfers --------------------------------------------------------------------------
     def _start(self, shard: int, parts: int, by_schedule: bool) -> None:
@@ -114,25 +125,31 @@ class NodeSimulation:
         self.parts_left[shard] = count
         self._parts[shard] = count
         for _ in range(count):
-            delay = 0.0
-            if self.get_rate:
-                self.tokens = min(self.get_rate, self.tokens +
-                                  (self.t - self.tokens_at) * self.get_rate)
-                self.tokens_at = self.t
-                if self.tokens < 1:
-                    delay = (1 - self.tokens) / self.get_rate
-                    self.out.throttled += 1
-                    self.concurrency.failed(self.t)
-                self.tokens -= 1
-            self.transfers.append(Transfer(shard, self.fetch[shard] / count,
-                                           self.t + delay + self.profile.ttfb, by_schedule))
-            self.out.gets += 1
-            self.out.get_times.append(self.t + delay)
+            transfer = Transfer(shard, self.fetch[shard] / count, self.t + self.profile.ttfb,
+                                by_schedule)
+            self.transfers.append(transfer)
+            if self.store is None:
+                self._sent(self.t)
+            else:  # Answered once the store admits it (``_store_due``).
+                transfer.first_byte_at = np.inf
+                self._sent(self.store.request(transfer))
         if self.ever[shard]:
             self.out.refetches += 1
             self.out.refetched_bytes += self.fetch[shard]
         self.ever[shard] = True
         self.out.downloads += 1
+
+    def _sent(self, at: float) -> None:
+        self.out.gets += 1
+        self.out.get_times.append(at)
+
+    def _refused(self) -> None:
+        self.out.throttled += 1
+
+    def _store_due(self) -> None:
+        if self.store is not None:
+            for at in self.store.due():
+                self._sent(at)
 
     def _rates(self) -> tuple[list[Transfer], float]:
         receiving = [x for x in self.transfers if x.first_byte_at <= self.t]
@@ -160,8 +177,8 @@ class NodeSimulation:
         for x in receiving:
             x.remaining -= rate * dt
         self.t = until
-        finished = [x for x in self.transfers if x.remaining <= 1e-6 * max(1.0, rate)
-                    and x.first_byte_at <= until]
+        done = 1e-6 * max(1.0, rate)
+        finished = [x for x in self.transfers if x.remaining <= done and x.first_byte_at <= until]
         if not finished:
             return []
         self.transfers = [x for x in self.transfers if x not in finished]
@@ -255,6 +272,10 @@ class NodeSimulation:
                 self.ahead.append((first, size))
                 ahead_bytes += size
         self.held_back = len(self.scheduled) >= limit
+        if self.store is not None and self.store.pacer.throttles != self.throttles_seen:
+            # Refused since the last look: fewer downloads queued for the pacer's turns.
+            self.throttles_seen = self.store.pacer.throttles
+            self.concurrency.throttled(self.t)
         self.concurrency.update(self.t, self.held_back)
         self.out.max_in_flight = max(self.out.max_in_flight, len(self.transfers))
 
@@ -302,6 +323,7 @@ class NodeSimulation:
                     if self.limit is not None:
                         self.access[shard] = self.t
                     reader.pending.popleft()
+                    self.out.reads_done += 1
                     continue
                 if state == REMOTE:
                     self._start(shard, 1, by_schedule=False)
@@ -327,13 +349,18 @@ class NodeSimulation:
             step = self.next_consume
             if self.ready_count[step] < ranks:
                 return moved
+            ready = float(self.ready_at[step])
+            if self.barrier is not None:  # Every node's ranks take the step together.
+                ready = self.barrier.arrive(self.node, self.epoch, step, ready)
+                if ready is None:
+                    return moved
             wanted = self.model_free_at
-            at = max(self.ready_at[step], wanted)
+            at = max(ready, wanted)
             if at > self.t + 1e-9:
                 heapq.heappush(self.timers, at)
                 return moved
-            if self.ready_at[step] > wanted + 1e-9:
-                self.out.stalls.append((len(self.out.step_times), self.ready_at[step] - wanted))
+            if ready > wanted + 1e-9:
+                self.out.stalls.append((len(self.out.step_times), ready - wanted))
             self.consumed[step] = at
             self.out.step_times.append(at)
             self.out.step_samples.append(int(self.steps.samples[step]))
@@ -357,10 +384,20 @@ class NodeSimulation:
             if not moved:
                 return
 
+    def moves(self, epochs: list[NodeSteps], first_request: float
+              ) -> Generator[float, float | None, None]:
+        """Simulate the epochs; yields each time it is about to move its clock to."""
+        start = 0.0
+        for epoch, steps in enumerate(epochs):
+            yield from self.run_epoch(steps, epoch, start, first_request)
+            start = self.t
+            if self.out.cut:
+                return
+
     def run_epoch(self, steps: NodeSteps, epoch: int, start: float, first_request: float
-                  ) -> None:
-        """Simulate one epoch whose dataset is built at ``start``."""
-        self.steps = steps
+                  ) -> Generator[float, float | None, None]:
+        """Simulate one epoch whose dataset is built at ``start`` (see ``moves``)."""
+        self.steps, self.epoch = steps, epoch
         self.t = max(self.t, start)
         self._begin_plan(steps, epoch)
         # The first epoch's schedule starts once the dataset is built (its index fetched).
@@ -379,8 +416,8 @@ class NodeSimulation:
         self.held_back = False
         next_tick = self.plan_at
         while self.next_consume < count:
-            if self.out.downloads > self.max_downloads and self.next_consume:
-                self.out.cut = True
+            if self.out.downloads > self.max_downloads:
+                self.out.cut, self.out.cut_at = True, self.t
                 break
             if self.t >= self.plan_at and self.t >= next_tick - 1e-12:
                 self._schedule()
@@ -393,16 +430,23 @@ class NodeSimulation:
             while self.timers and self.timers[0] <= self.t + 1e-9:
                 heapq.heappop(self.timers)
             candidates = [self._next_transfer_event()]
+            if self.store is not None:
+                candidates.append(self.store.next_event())
             if self.timers:
                 candidates.append(self.timers[0])
             if self._schedule_alive():
                 candidates.append(max(next_tick, self.plan_at))
             until = min(candidates)
-            if until == np.inf:
+            if until == np.inf and self.barrier is None:
                 raise RuntimeError('plan: the simulation stalled (nothing left to wait for); '
                                    'this is a bug in the planner')
+            # Nodes that run together move in the order of their clocks; one waiting for the
+            # others at the step's barrier is woken when they arrive.
+            woken = yield until
+            until = until if woken is None else woken
             scheduled = len(self.scheduled)
             local = self._advance(max(until, self.t))
+            self._store_due()
             for shard in local:
                 for reader in self.waiters.pop(shard, []):
                     reader.waiting_on = -1
@@ -410,24 +454,20 @@ class NodeSimulation:
             if len(self.scheduled) < scheduled:  # ``wait`` returns when one of its is done.
                 next_tick = min(next_tick, self.t)
         self.out.epoch_end_s.append(self.t)
-        if epoch == 0 and self.out.step_times:
-            self.out.first_batch_s = self.out.step_times[0]
+        if epoch == 0:
+            self.out.first_batch_s = self.out.step_times[0] if self.out.step_times else \
+                self._first_batch_beyond_cut(steps)
+
+    def _first_batch_beyond_cut(self, steps: NodeSteps) -> float:
+        """Cut before the first step: when its reads would be done, at the pace of those done.
+
+        The readers of the first ``workers`` steps read side by side, so the first step is ready
+        about when that many steps' reads are; never earlier than the cut.
+        """
+        first_reads = sum(len(rank) for step in steps.reads[:self.run.loader_workers]
+                          for rank in step)
+        pace = (self.t - self.plan_at) / max(1, self.out.reads_done)
+        return max(self.t, self.plan_at + pace * first_reads)
 
     def result(self) -> NodeRun:
         return self.out
-
-
-def simulate_node(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
-                  epochs: list[NodeSteps], first_request: float, in_flight: int | None = None
-                  ) -> NodeRun:
-    """Simulate one node through ``epochs`` (its steps per epoch); see the module doc."""
-    sim = NodeSimulation(shape, run, profile, in_flight)
-    sim.out.steps_planned = sum(steps.steps for steps in epochs)
-    start = 0.0
-    for epoch, steps in enumerate(epochs):
-        sim.run_epoch(steps, epoch, start, first_request)
-        start = sim.t
-        if sim.out.cut:
-            break
-    return sim.result()
-

@@ -7,7 +7,7 @@ streaming arguments (``remote``/``local``/``split`` or ``streams``, ``predownloa
 ``shuffle_block_size``), optionally under ``parameters:``, with the loader either as
 ``train_loader: {num_workers, dataset}`` or ``dataset: {train_dataset: {streaming_kwargs,
 dataloader_kwargs}}``; ``compute: {gpus}`` gives the device count. Nodes and devices per node
-come from the command line, as in the reference's ``sim_cli``. Needs PyYAML.
+come from the command line, as in the reference's ``sim_cli``. Needs PyYAML (the ``plan`` extra).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from streaming.storage.errors import MissingDependencyError
 
 __all__ = ['SimulatorYaml', 'read_simulator_yaml']
 
@@ -101,8 +103,10 @@ def read_simulator_yaml(path: str) -> SimulatorYaml:
     """Parse ``path``; a ValueError names the file and what is missing or wrong."""
     try:
         import yaml
-    except ImportError:
-        raise ValueError('reading a simulator YAML needs PyYAML: pip install pyyaml') from None
+    except ImportError as error:
+        raise MissingDependencyError(
+            f'reading the simulator YAML {path} needs PyYAML, which is not installed; install '
+            f'it with: pip install "shardflow[plan]"') from error
     with open(path) as f:
         try:
             config = yaml.safe_load(f)

@@ -9,6 +9,9 @@ the presets are the link emulator's, and bad input gets one clear line.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from streaming.plan import DatasetShape, RunSettings, get_profile, plan
 from streaming.plan.core import make_plan
 from streaming.plan.quality import entropy_bits
 from tests.cli.conftest import (
+    REPO,
     N,
     cli_s3_env,
     moto,  # noqa: F401
@@ -143,6 +147,35 @@ def test_nodes_fetch_their_partition_or_everything() -> None:
     assert spread['totals']['cost'] > one['totals']['cost'] > 0
 
 
+def test_a_thrashing_cache_is_cut_within_the_plans_budget_and_extrapolated() -> None:
+    """A cache far below the working set refetches without end: the plan simulates at most
+    ``max_downloads`` downloads in all (shared by its nodes), even before the first step, and
+    extrapolates the run from the shard reads done, saying so."""
+    shape = DatasetShape.synthetic(40_000, 100, 1000)  # 400 shards of 100 KB.
+    run = RunSettings(nodes=4, workers=4, batch_size=32, shuffle_algo='naive',
+                      cache_limit=400_000)
+    budget = 600
+    result = make_plan(shape, run, get_profile('same-region'), max_downloads=budget,
+                       quality=False)
+    cuts = [n for n in result['notes'] if ': cut after ' in n]
+    assert len(cuts) == 4
+    downloads = [int(n.split(': cut after ')[1].split()[0]) for n in cuts]
+    assert all(budget // 4 < d <= budget // 4 + 4 * 2 for d in downloads), downloads
+    steps = -(-shape.total_samples // (run.batch_size * run.nodes))
+    for node in result['nodes']:
+        # The whole epoch is reported (extrapolated), not the part simulated.
+        assert node['steps'] == steps and node['samples'] == shape.total_samples // 4
+        assert node['fetched_ratio'] > 2.0 and node['refetches'] > budget // 4
+        assert node['epoch_s'][0] > node['first_batch_s'] > 0
+    full = make_plan(shape, run, get_profile('same-region'), max_downloads=10**6,
+                     quality=False)
+    assert not any(': cut after ' in n for n in full['notes'])
+    # The extrapolation is of the right size: the epoch's bytes within a factor of three (the
+    # start, when every reader begins at once, thrashes most, so it errs high).
+    for cut, whole in zip(result['nodes'], full['nodes']):
+        assert 1.0 / 3 < cut['fetched_bytes'] / whole['fetched_bytes'] < 3.0
+
+
 def test_a_huge_dataset_is_sampled_and_says_so() -> None:
     shape = DatasetShape.synthetic(10**9, 10_000, 2048)
     result = make_plan(shape, RunSettings(nodes=8, ranks_per_node=8, workers=8),
@@ -244,6 +277,27 @@ parameters:
                       f'  train_loader:\n    dataset:\n      remote: {first}\n')
     proc = run_cli('plan', '--yaml', str(config))
     assert proc.returncode == 1 and 'max_duration' in proc.stderr and str(config) in proc.stderr
+
+
+def test_a_yaml_without_pyyaml_names_the_plan_extra(tmp_path) -> None:
+    """PyYAML comes with the ``plan`` extra; without it, ``--yaml`` says which extra to install.
+
+    PyYAML is installed in the test env, so the subprocess hides it (``sys.modules['yaml'] =
+    None`` makes ``import yaml`` fail as a missing package does); nothing else is faked.
+    """
+    config = tmp_path / 'run.yaml'
+    config.write_text('global_train_batch_size: 8\n')
+    code = ('import sys; sys.modules["yaml"] = None; from streaming.cli.main import main; '
+            f'sys.exit(main(["plan", "--yaml", {str(config)!r}]))')
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          env={**os.environ, 'PYTHONPATH': str(REPO)}, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert 'shardflow[plan]' in proc.stderr and 'PyYAML' in proc.stderr
+    assert str(config) in proc.stderr and 'Traceback' not in proc.stderr
+    import tomllib
+    with open(REPO / 'pyproject.toml', 'rb') as f:
+        extras = tomllib.load(f)['project']['optional-dependencies']
+    assert any(dep.lower().startswith('pyyaml') for dep in extras['plan'])
 
 
 def test_the_calibration_table_judges_each_figure() -> None:

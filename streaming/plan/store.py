@@ -1,0 +1,114 @@
+"""A store's request limit and the node's pacer, in a plan's simulated time.
+
+The store: ``request_limit`` GETs/s for the whole run, a token bucket with one second's worth
+banked that refuses a request finding no token (the way the link emulator's ``StoreLimits``
+answers for a real store). The nodes a plan simulates share one bucket (their part of the
+limit); a node simulated alone meets its equal share.
+
+The node: every GET takes its turn from the library's own ``Pacer`` (``storage/pacing.py``)
+on the simulation's clock, unpaced until the first refusal, then AIMD on the request rate. A
+refusal is known ``ttfb`` after the request; it cuts the pacer's rate and the scheduler's
+count of downloads in flight (``on_refusal``), and the GET waits the retry policy's backoff
+for a refusal (``call_with_retries`` in ``storage/retry.py``, its random jitter at its mean)
+before it takes a turn again.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable
+
+from streaming.plan.pieces import Transfer
+from streaming.storage.pacing import Pacer
+from streaming.storage.retry import RetryPolicy
+
+__all__ = ['SimPacer', 'ThrottledStore', 'TokenBucket']
+
+_AT_STORE, _REFUSED, _TURN = range(3)
+# A node's requests leave one after another (a thread each), not all at one instant: so the
+# nodes' first requests reach the store interleaved, not one node's burst before another's.
+SEND_GAP = 1e-3
+_MEAN_JITTER = 0.75  # ``RetryPolicy.delay`` scales by a uniform factor in [0.5, 1].
+
+
+class TokenBucket:
+    """The store's budget: ``rate`` tokens a second, one second's worth banked.
+
+    A request that finds no token is refused and takes none.
+    """
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self.capacity = rate, max(1.0, rate)
+        self.tokens, self.at = self.capacity, 0.0
+
+    def admit(self, at: float) -> bool:
+        self.tokens = min(self.capacity, self.tokens + max(0.0, at - self.at) * self.rate)
+        self.at = max(self.at, at)
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
+
+
+class SimPacer(Pacer):
+    """The library's pacer on a simulated clock, its turns at their mean spacing."""
+
+    JITTER = 0.0
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self._clock = clock
+        self._sleep = lambda seconds: None
+
+
+class ThrottledStore:
+    """One node's GETs through its pacer to its share of a throttling store (see module doc)."""
+
+    def __init__(self, bucket: TokenBucket, ttfb: float, clock: Callable[[], float],
+                 on_refusal: Callable[[], None]) -> None:
+        self.bucket, self.ttfb, self.clock, self.on_refusal = bucket, ttfb, clock, on_refusal
+        self.pacer = SimPacer(clock)
+        self.policy = RetryPolicy()
+        self.events: list[tuple[float, int, int, Transfer]] = []
+        self.last_sent = -SEND_GAP
+        self.count = 0
+
+    def request(self, transfer: Transfer) -> float:
+        """``transfer``'s GET takes its turn now; returns when it is sent."""
+        sent = max(self.clock() + self.pacer.wait_turn(), self.last_sent + SEND_GAP)
+        self.last_sent = sent
+        self._push(sent, _AT_STORE, transfer)
+        return sent
+
+    def next_event(self) -> float:
+        return self.events[0][0] if self.events else float('inf')
+
+    def due(self) -> list[float]:
+        """Handle what is due by now; returns when the GETs sent again were sent."""
+        now, sent = self.clock(), []
+        while self.events and self.events[0][0] <= now + 1e-12:
+            at, _, stage, transfer = heapq.heappop(self.events)
+            if stage == _AT_STORE:
+                if self.bucket.admit(at):
+                    transfer.first_byte_at = at + self.ttfb
+                    self.pacer.succeeded()
+                else:
+                    self._push(at + self.ttfb, _REFUSED, transfer)
+            elif stage == _REFUSED:
+                self.pacer.throttled()
+                self.on_refusal()
+                transfer.refusals += 1
+                self._push(at + self.backoff(transfer.refusals), _TURN, transfer)
+            else:
+                sent.append(self.request(transfer))
+        return sent
+
+    def backoff(self, refusals: int) -> float:
+        """The retry policy's wait before a refused GET's next turn (its jitter at its mean)."""
+        policy = self.policy
+        delay = min(policy.backoff_max, policy.backoff * 2 ** min(refusals - 1, 2)) * _MEAN_JITTER
+        return min(policy.backoff_max, 2 * delay)  # Doubled for a throttling answer.
+
+    def _push(self, at: float, stage: int, transfer: Transfer) -> None:
+        self.count += 1
+        heapq.heappush(self.events, (at, self.count, stage, transfer))
