@@ -14,7 +14,6 @@ from functools import cache
 from typing import Any, Iterator, MutableMapping
 
 from streaming.errors import EncodingError, IndexFileError
-from streaming.format import arrow, jsonl, parquet, webdataset  # noqa: E402,F401,I001  (sources)
 from streaming.format.index import FileInfo, get_index_basename, validate_shard_entry
 from streaming.format.json import JSONReader, JSONWriter
 from streaming.format.mds import MDSReader, MDSWriter
