@@ -12,33 +12,32 @@ indexed size and ETag) and such units take no cache space.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any, Sequence
 
 from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.stream import Stream, default_local, streams_registry
-from streaming.errors import IndexFileError, SourceFileError
+from streaming.errors import SourceFileError
 from streaming.fileio import atomic_write
 from streaming.format.index import INDEX_BASENAME, dump_index
 from streaming.format.reader import Reader
-from streaming.format.registry import get_format
-from streaming.sources.registry import SourceFormat, check_schemas, get_source, get_sources
+from streaming.sources.registry import SourceFormat, get_source
 from streaming.sources.remote import fetch_ranges
-from streaming.sources.sidecar import index_files, load_sidecar, read_optional, sidecar_name
-from streaming.storage.local import local_path
+from streaming.sources.sidecar import (
+    find_sidecar,
+    index_files,
+    read_optional,
+    save_sidecar,
+    shard_entries,
+    sidecar_name,
+)
 from streaming.storage.objects import ObjectInfo
-from streaming.storage.registry import is_remote_url, join_url
+from streaming.storage.registry import join_url
 
 logger = logging.getLogger(__name__)
 
 __all__ = ['SourceStream']
-
-# Units read in place are runs of the indexed units of up to this many bytes (as an MDS shard):
-# a shuffled batch then visits a few large units rather than many small ones.
-IN_PLACE_UNIT_BYTES = 64 << 20
-
 
 class SourceStream(Stream):
     """A stream over data files as they are: Parquet, JSON Lines (and any ``register_source``).
@@ -82,14 +81,6 @@ class SourceStream(Stream):
         """Where the data files are (``remote`` joined with ``split``)."""
         return join_url(self.remote, self.split)  # type: ignore[arg-type]
 
-    def in_place_root(self, source: SourceFormat) -> str | None:
-        """The local directory whose ``source`` files are read in place, if they are."""
-        root = self.root
-        if not self.in_place or (is_remote_url(root) and not root.startswith('file://')) or \
-                not getattr(get_format(source.name).reader, 'reads_in_place', False):
-            return None
-        return os.path.abspath(local_path(root))
-
     def _cached_sidecar(self, source: SourceFormat) -> str:
         return os.path.join(setup_cache_dir(self.local_dir), sidecar_name(source))
 
@@ -100,33 +91,18 @@ class SourceStream(Stream):
             self.download_timeout, self.download_retry)
         self.source = source
         if changed or previous is None:
-            text = json.dumps(sidecar, separators=(',', ':'))
-            beside = join_url(self.root, sidecar_name(source))
-            written = False
-            if not is_remote_url(self.root):
-                try:
-                    atomic_write(beside, text)
-                    written = True
-                except OSError:
-                    pass
-            cached = self._cached_sidecar(source)
-            os.makedirs(os.path.dirname(cached), exist_ok=True)
-            atomic_write(cached, text)
+            where = save_sidecar(self.root, sidecar, self._cached_sidecar(source))
             logger.info('Indexed %d of %d %s files under %s (sidecar %s).', changed,
-                        len(sidecar['files']), source.name, self.root,
-                        beside if written else cached)
+                        len(sidecar['files']), source.name, self.root, where)
         return sidecar
 
     def _stored_sidecar(self) -> dict[str, Any]:
-        names = [self.source] if self.source is not None else \
-            [get_source(name) for name in get_sources()]
-        for source in names:
-            for where in (self._cached_sidecar(source), join_url(self.root, sidecar_name(source))):
-                sidecar = load_sidecar(read_optional(where, self.download_timeout), where)
-                if sidecar is not None:
-                    self.source = get_source(sidecar['format'])
-                    return sidecar
-        return self.refresh_sidecar()
+        sidecar = find_sidecar(self.root, self.source, self._cached_sidecar,
+                               self.download_timeout)
+        if sidecar is None:
+            return self.refresh_sidecar()
+        self.source = get_source(sidecar['format'])
+        return sidecar
 
     def get_index(self, fetch: bool) -> dict[str, Any]:
         """Write ``index.json`` (one entry per unit) in the cache from the sidecar, then load it.
@@ -135,23 +111,8 @@ class SourceStream(Stream):
         """
         if fetch:
             sidecar = self.refresh_sidecar() if self.refresh else self._stored_sidecar()
-            source = get_source(sidecar['format'])
-            records = list(sidecar['files'].items())
-            columns = check_schemas(records, self.columns)
-            in_place = self.in_place_root(source)
-            if in_place is not None and 'unit_bytes' not in self.options_given:
-                # Larger units unless asked otherwise: nothing is fetched, fewer to visit.
-                records = [(rel, source.merged(record, IN_PLACE_UNIT_BYTES, columns))
-                           for rel, record in records]
-            entries = [entry for rel, record in records
-                       for entry in source.entries(record, rel, columns)]
-            if in_place is not None:  # Nothing of it in the cache: it takes no cache space.
-                for entry in entries:
-                    entry['source_root'] = in_place
-                    entry['raw_data']['bytes'] = 0
-            if not entries:
-                raise IndexFileError(f'{self.root}: its {len(records)} {source.name} files '
-                                     f'hold no samples.')
+            entries = shard_entries(self.root, sidecar, self.columns, self.in_place,
+                                    'unit_bytes' in self.options_given)
             text = dump_index(entries).encode()
             path = os.path.join(self.local_dir, INDEX_BASENAME)
             os.makedirs(self.local_dir, exist_ok=True)

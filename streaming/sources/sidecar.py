@@ -19,18 +19,31 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from streaming.errors import IndexFileError
-from streaming.sources.registry import SourceFormat, get_source, get_sources, source_for_name
+from streaming.fileio import atomic_write
+from streaming.format.registry import get_format
+from streaming.sources.registry import (
+    SourceFormat,
+    check_schemas,
+    get_source,
+    get_sources,
+    source_for_name,
+)
 from streaming.sources.remote import list_objects, read_chunks, read_range
+from streaming.storage.local import local_path
 from streaming.storage.objects import ObjectInfo
 from streaming.storage.registry import is_remote_url, join_url
 
 logger = logging.getLogger(__name__)
 
-__all__ = ['build_sidecar', 'index_file', 'index_files', 'list_sources', 'load_sidecar',
-           'read_optional', 'sidecar_name', 'source_options', 'stale_files', 'stored_sidecar']
+__all__ = ['build_sidecar', 'find_sidecar', 'index_file', 'index_files', 'list_sources',
+           'load_sidecar', 'read_optional', 'save_sidecar', 'shard_entries', 'sidecar_name',
+           'source_options', 'stale_files', 'stored_sidecar']
 
 SIDECAR_VERSION = 1
 INDEX_THREADS = 16
+# Units read in place are runs of the indexed units of up to this many bytes (as an MDS shard):
+# a shuffled batch then visits a few large units rather than many small ones.
+IN_PLACE_UNIT_BYTES = 64 << 20
 
 
 def sidecar_name(source: SourceFormat) -> str:
@@ -183,3 +196,74 @@ def stale_files(files: list[tuple[str, ObjectInfo]], sidecar: dict[str, Any] | N
     records = (sidecar or {}).get('files', {})
     return [rel for rel, info in files if rel not in records or
             (records[rel].get('size'), records[rel].get('etag')) != (info.size, info.etag)]
+
+
+def save_sidecar(root: str, sidecar: dict[str, Any], cached: str) -> str:
+    """Write ``sidecar`` at ``cached``, and beside the data if ``root`` is a writable directory.
+
+    Returns where the data's readers will find it first: beside the data, else ``cached``.
+    """
+    text = json.dumps(sidecar, separators=(',', ':'))
+    beside = join_url(root, sidecar_name(get_source(sidecar['format'])))
+    written = False
+    if not is_remote_url(root):
+        try:
+            atomic_write(beside, text)
+            written = True
+        except OSError:
+            pass
+    os.makedirs(os.path.dirname(cached), exist_ok=True)
+    atomic_write(cached, text)
+    return beside if written else cached
+
+
+def find_sidecar(root: str, source: SourceFormat | None, cached: Callable[[SourceFormat], str],
+                 timeout: float) -> dict[str, Any] | None:
+    """The sidecar stored for the files under ``root``, or None if there is none.
+
+    Looked for at ``cached(format)``, then beside the files, for ``source``'s format or (None)
+    each registered one.
+    """
+    candidates = [source] if source is not None else \
+        [get_source(name) for name in get_sources()]
+    for candidate in candidates:
+        for where in (cached(candidate), join_url(root, sidecar_name(candidate))):
+            sidecar = load_sidecar(read_optional(where, timeout), where)
+            if sidecar is not None:
+                return sidecar
+    return None
+
+
+def _in_place_root(root: str, source: SourceFormat) -> str | None:
+    """The local directory whose ``source`` files can be read where they are, if they can."""
+    if (is_remote_url(root) and not root.startswith('file://')) or \
+            not getattr(get_format(source.name).reader, 'reads_in_place', False):
+        return None
+    return os.path.abspath(local_path(root))
+
+
+def shard_entries(root: str, sidecar: dict[str, Any], columns: list[str] | None,
+                  in_place: bool, unit_bytes_given: bool) -> list[dict[str, Any]]:
+    """The ``index.json`` shard entries of the files under ``root``: one per unit of ``sidecar``.
+
+    ``in_place``: units of files on a local disk are read where they are, if their format's
+    reader can (they then take no cache space and, unless ``unit_bytes_given``, are runs of
+    units of up to ``IN_PLACE_UNIT_BYTES``). Raises ``IndexFileError`` if no unit holds a sample.
+    """
+    source = get_source(sidecar['format'])
+    records = list(sidecar['files'].items())
+    columns = check_schemas(records, columns)
+    in_place_root = _in_place_root(root, source) if in_place else None
+    if in_place_root is not None and not unit_bytes_given:
+        # Larger units unless asked otherwise: nothing is fetched, fewer to visit.
+        records = [(rel, source.merged(record, IN_PLACE_UNIT_BYTES, columns))
+                   for rel, record in records]
+    entries = [entry for rel, record in records
+               for entry in source.entries(record, rel, columns)]
+    if in_place_root is not None:  # Nothing of it in the cache: it takes no cache space.
+        for entry in entries:
+            entry['source_root'] = in_place_root
+            entry['raw_data']['bytes'] = 0
+    if not entries:
+        raise IndexFileError(f'{root}: its {len(records)} {source.name} files hold no samples.')
+    return entries
