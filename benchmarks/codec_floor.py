@@ -5,7 +5,7 @@
 The ``images`` benchmark files hold 200 MB of incompressible 100 KB values in 20 row groups of
 one 10 MB page each. Whatever reads them must decompress those pages into fresh memory every
 epoch; this times just that, with ``pyarrow.Codec`` into the system allocator's memory (as
-``streaming.format.parquet_pages`` does), in a process that has imported torch like a training
+``streaming.sources.parquet_pages`` does), in a process that has imported torch like a training
 job. It is the floor under any Parquet reader's epoch there (see docs/sources/parquet.md,
 "Performance"). Prints seconds for one thread, then for two threads (after the first pass's
 buffers are freed).

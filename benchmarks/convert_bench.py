@@ -136,7 +136,7 @@ def measure(config: str, total: int, out: str, workload: str) -> dict[str, float
             partial(samples, 0, 1, total)
         columns = JSONL_COLUMNS if workload == 'jsonl' else COLUMNS
     elif workload == 'jsonl':
-        from streaming.convert.sources import infer_columns, open_source
+        from streaming.convert.inputs import infer_columns, open_source
         parts = int(config.split('-')[1]) if config.startswith('parallel') else 1
         jsonl = open_source(jsonl_corpus(total), 'jsonl', parts=parts)
         columns = infer_columns(jsonl)

@@ -307,7 +307,7 @@ def index_case(files: int, data_dir: str) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from streaming.dataset.sources import index_files
+    from streaming.sources.sidecar import index_files
     from streaming.storage import registry
     from streaming.storage.s3 import S3Backend
     from tests.storage import servers

@@ -253,7 +253,7 @@ MODULES = {'s3': ['streaming.storage.s3'], 'gcs': ['streaming.storage.gcs'],
            'image': ['PIL.Image'], 'spark': ['pyspark'], 'sftp': ['streaming.storage.sftp'],
            'dbfs': ['streaming.storage.dbfs'], 'fsspec': ['streaming.storage.fsspec_backend'],
            'vision': ['streaming.vision'], 'text': ['transformers', 'streaming.text'],
-           'convert': ['pyarrow', 'streaming.convert.sources'],
+           'convert': ['pyarrow', 'streaming.convert.inputs'],
            'tokens': ['tokenizers', 'pyarrow', 'streaming.tokens.pretokenize'],
            'obstore': ['obstore.store'], 'plan': ['yaml', 'streaming.plan.simyaml']}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+import streaming.sources  # noqa: F401  (importing it registers the in-place source formats)
 from streaming._lazy import load_lazy
 from streaming._version import __version__
 from streaming.writing import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
@@ -19,7 +20,7 @@ __all__ = ['CSVWriter', 'JSONWriter', 'LocalDataset', 'MDSWriter', 'SourceStream
 
 # Public name -> module that defines it, imported on first access (these import torch).
 _LAZY = {'LocalDataset': 'streaming.local_dataset', 'Stream': 'streaming.dataset.stream',
-         'SourceStream': 'streaming.dataset.sources',
+         'SourceStream': 'streaming.dataset.source_stream',
          'StreamingDataset': 'streaming.dataset.dataset',
          'StreamingDataLoader': 'streaming.dataloader', 'World': 'streaming.world'}
 
@@ -27,7 +28,7 @@ _LAZY = {'LocalDataset': 'streaming.local_dataset', 'Stream': 'streaming.dataset
 if TYPE_CHECKING:  # Type checkers see the real classes (py.typed); at run time they stay lazy.
     from streaming.dataloader import StreamingDataLoader
     from streaming.dataset.dataset import StreamingDataset
-    from streaming.dataset.sources import SourceStream
+    from streaming.dataset.source_stream import SourceStream
     from streaming.dataset.stream import Stream
     from streaming.local_dataset import LocalDataset
     from streaming.world import World

@@ -141,10 +141,11 @@ ALLOWED = {
     'storage': FOUNDATION,
     'order': FOUNDATION,
     'coord': FOUNDATION,
+    'sources': FOUNDATION | {'format', 'storage'},
     'writing': FOUNDATION | {'format', 'storage'},
     'merge': FOUNDATION | {'format', 'storage'},
     'local_dataset': FOUNDATION | {'format'},
-    'dataset': FOUNDATION | {'format', 'storage', 'order', 'coord'},
+    'dataset': FOUNDATION | {'format', 'storage', 'order', 'coord', 'sources'},
     'dataloader': FOUNDATION | {'dataset'},
     'tokens': FOUNDATION | {'format', 'storage', 'coord', 'local_dataset'},
 }

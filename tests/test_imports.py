@@ -142,7 +142,7 @@ def _modules_after(code: str) -> list[str]:
     'import streaming.base.util',
     'import streaming.base.format.mds.encodings',
     # The CLI's index/inspect/validate of Parquet/JSONL files (each CLI run paid torch's import).
-    'import streaming.dataset.sources',
+    'import streaming.sources.sidecar',
     'from streaming.cli.main import build_parser; build_parser()',
 ])
 def test_import_is_light(code: str) -> None:
@@ -154,7 +154,7 @@ def test_import_is_light(code: str) -> None:
 
 def test_the_source_stream_is_registered_whatever_is_imported_first() -> None:
     """``stream_name='source'`` works after importing just StreamingDataset (the registration
-    is a side effect of ``streaming.dataset.sources``, which the package imports eagerly)."""
+    is a side effect of ``streaming.dataset.source_stream``, which the package imports eagerly)."""
     code = ('from streaming.dataset.dataset import StreamingDataset\n'
             'from streaming.dataset.stream import streams_registry\n'
             'print("SOURCE", streams_registry.get("source").__name__)')

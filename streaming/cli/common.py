@@ -107,7 +107,7 @@ def find_datasets(url: str, split: str | None = None) -> list[str]:
 
 def has_source_files(url: str) -> bool:
     """Whether ``url`` holds data files of a source format (Parquet, JSONL, ...)."""
-    from streaming.dataset.sources import list_sources
+    from streaming.sources.sidecar import list_sources
     try:
         list_sources(url, None)
     except (ValueError, FileNotFoundError):

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _convert(args: argparse.Namespace, src: str) -> int:
     """Convert the local ``src`` (``args.src`` itself, or its downloaded copy)."""
-    from streaming.convert.sources import infer_columns, open_source
+    from streaming.convert.inputs import infer_columns, open_source
     source = open_source(src, args.kind, parts=args.workers, split=args.split)
     columns = infer_columns(source, args.format, parse_columns(args.columns))
     kwargs = {'compression': None if args.compression in ('', 'none') else args.compression,

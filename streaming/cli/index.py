@@ -24,7 +24,7 @@ HELP = 'write the sidecar index of a directory of Parquet/JSONL/tar/Arrow files'
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from streaming.format.sources import get_sources
+    from streaming.sources.registry import get_sources
     parser.add_argument('url', help='directory or prefix of the files: a local path or a URL')
     parser.add_argument('--split', help='a split (subdirectory)')
     parser.add_argument('--format', choices=get_sources(),
@@ -48,9 +48,9 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streaming.dataset.sources import index_files, sidecar_name
     from streaming.fileio import atomic_write
-    from streaming.format.sources import get_source
+    from streaming.sources.registry import get_source
+    from streaming.sources.sidecar import index_files, sidecar_name
     root = join(args.url, args.split) if args.split else args.url
     source = get_source(args.format) if args.format else None
     source, sidecar, changed, _ = index_files(root, source, parse_options(args.option))

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         except CLIError:
             if not has_source_files(url):
                 raise
-            from streaming.cli.sources import summarize_source
+            from streaming.sources.validate import summarize_source
             streams.append(summarize_source(url))
             continue
         try:

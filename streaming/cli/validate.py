@@ -155,8 +155,10 @@ def run(args: argparse.Namespace) -> int:
         except CLIError:
             if not has_source_files(url):
                 raise
-            from streaming.cli.sources import validate_source
-            report.append(validate_source(url, args.decode, args))
+            from streaming.sources.validate import validate_source
+            report.append(validate_source(
+                url, args.decode,
+                lambda files, desc: progress(args, files, desc=desc, unit='file')))
             continue
         try:
             shards = ds.index['shards']

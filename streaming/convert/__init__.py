@@ -4,7 +4,7 @@
   (``streaming.convert.parallel``).
 - ``streaming.convert.spark``: a Spark DataFrame written by its Spark tasks (imports pyspark, so it
   is imported only when used; its reference import path is ``streaming.base.converters``).
-- ``streaming.convert.sources``: readers for jsonl, csv, parquet, image directories, WebDataset
+- ``streaming.convert.inputs``: readers for jsonl, csv, parquet, image directories, WebDataset
   tars and Hugging Face ``save_to_disk`` directories, used by ``streaming convert``.
 """
 

@@ -6,11 +6,11 @@ Modules: ``config`` (every argument validated once: ``DatasetConfig``, ``Resumab
 reading loop), ``prefetch`` (the node's downloads in first-use order) and ``dataset`` (the
 glue).
 
-``StreamingDataset`` is imported on first access: it needs torch, and a submodule
-(``streaming.dataset.sources`` for the CLI's ``index``, ``inspect`` and ``validate`` of
-Parquet/JSONL files) must not pull torch in through this package's ``__init__``. The other names
-are light and imported here: ``sources`` registers the ``'source'`` stream in
-``streams_registry`` on import, which every use of the package must see.
+``StreamingDataset`` is imported on first access: it needs torch, and a submodule must not pull
+torch in through this package's ``__init__``. The other names are light and imported here:
+``source_stream`` registers the ``'source'`` stream (data files streamed as they are, see
+``streaming.sources``) in ``streams_registry`` on import, which every use of the package must
+see.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from streaming._lazy import load_lazy
 from streaming.dataset.config import DatasetConfig, ResumableLayout
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.dataset.stream import Stream, streams_registry
 
 if TYPE_CHECKING:

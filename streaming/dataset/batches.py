@@ -31,7 +31,7 @@ from streaming.dataset.iteration import shard_chunks
 from streaming.dataset.prefetch import Progress
 from streaming.errors import ShardFileError
 from streaming.format.mds.reader import Spans
-from streaming.format.source_reader import DecodeAhead, undecoded
+from streaming.sources.reader import DecodeAhead, undecoded
 from streaming.telemetry import WorkerClock
 
 __all__ = ['SampleStream', 'attach_to_fetcher']

@@ -29,7 +29,7 @@ from streaming.format.registry import check_safe_encodings
 from streaming.format.writer import make_output_dir
 from streaming.registry import TypedRegistry
 from streaming.storage.download import download_file, hash_check
-from streaming.storage.registry import is_remote_url
+from streaming.storage.registry import join_url
 
 logger = logging.getLogger(__name__)
 
@@ -45,13 +45,6 @@ def check_download_settings(download_retry: int | None, download_timeout: float 
         raise ValueError(f'download_retry must be >= 0, got {download_retry}.')
     if download_timeout is not None and download_timeout <= 0:
         raise ValueError(f'download_timeout must be > 0, got {download_timeout}.')
-
-
-def _join(root: str, *parts: str) -> str:
-    parts = tuple(p for p in parts if p)
-    if is_remote_url(root):
-        return '/'.join([root.rstrip('/'), *parts])
-    return os.path.join(root, *parts)
 
 
 class Stream:
@@ -184,7 +177,7 @@ class Stream:
                 raise FileNotFoundError(f'{path} does not exist and the stream has no remote '
                                         f'to download it from.')
             return path
-        url = _join(self.remote, self.split, basename)  # type: ignore[arg-type]
+        url = join_url(self.remote, self.split, basename)  # type: ignore[arg-type]
         # The index is small: one GET, no HEAD for its size first (a round trip saved).
         return download_file(url, os.path.join(self.local_dir, basename),
                              retries=self.download_retry, timeout=self.download_timeout,
@@ -316,7 +309,7 @@ class Stream:
             if problem:
                 raise ShardFileError(f'{path} {problem}.')
             return
-        url = _join(self.remote, self.split, info['basename'])  # type: ignore[arg-type]
+        url = join_url(self.remote, self.split, info['basename'])  # type: ignore[arg-type]
         download_file(url, os.path.join(self.local_dir, info['basename']),
                       retries=self.download_retry, timeout=self.download_timeout,
                       size=info['bytes'], check=check)

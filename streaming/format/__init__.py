@@ -4,7 +4,9 @@ This layer encodes and writes local shard files and reads them back; it never to
 storage. The writers here take a local ``out`` directory and an ``on_file_done`` hook; the public
 writers (``streaming.MDSWriter`` and co., in ``streaming.writing``) attach uploads to that hook.
 Formats are looked up in ``streaming.format.registry``; importing this package registers the
-built-in ones.
+built-in shard formats (MDS, JSON, CSV/TSV/XSV). Data files read in place (Parquet, JSON Lines,
+WebDataset, Arrow) register their formats from ``streaming.sources``, which ``import streaming``
+loads.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from functools import cache
 from typing import Any, Iterator, MutableMapping
 
 from streaming.errors import EncodingError, IndexFileError
-from streaming.format import arrow, jsonl, parquet, webdataset  # noqa: E402,F401,I001  (sources)
 from streaming.format.index import FileInfo, get_index_basename, validate_shard_entry
 from streaming.format.json import JSONReader, JSONWriter
 from streaming.format.mds import MDSReader, MDSWriter

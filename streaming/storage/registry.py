@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 from streaming.storage.errors import MissingDependencyError, UnavailableSchemeError
 from streaming.storage.objects import ObjectInfo, ObjectStore, Response
 
-__all__ = ['ObjectInfo', 'Response', 'get_backend', 'is_remote_url', 'parse_url',
+__all__ = ['ObjectInfo', 'Response', 'get_backend', 'is_remote_url', 'join_url', 'parse_url',
            'register_backend', 'split_bucket_key']
 
 
@@ -77,6 +77,14 @@ def parse_url(url: str) -> tuple[str, str]:
 def is_remote_url(url: str) -> bool:
     """Whether ``url`` names a location other than a plain local path."""
     return parse_url(url)[0] != ''
+
+
+def join_url(root: str, *parts: str) -> str:
+    """``root`` joined with the non-empty ``parts``: with ``/`` for a URL, as a path otherwise."""
+    parts = tuple(p for p in parts if p)
+    if is_remote_url(root):
+        return '/'.join([root.rstrip('/'), *parts])
+    return os.path.join(root, *parts)
 
 
 def _entry_point(scheme: str) -> Callable[[], ObjectStore] | None:

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from streaming.format import parquet, parquet_pages
+from streaming.sources import parquet, parquet_pages
 from tests.storage.conftest import moto, s3  # noqa: F401  (the moto S3 server fixtures)
 
 

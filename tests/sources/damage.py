@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from streaming.dataset.cache_dirs import setup_cache_dir
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.errors import StreamingError
 from tests.unit_helpers import time_limit
 
@@ -177,9 +177,9 @@ def s3_place(client: Any, bucket: str, prefix: str) -> Place:
 
 def _trust_current_files(place: Place, local: str, fmt: str) -> None:
     """Make the stored sidecars record the files' current sizes and ETags (a trusted index)."""
-    from streaming.dataset.sources import sidecar_name
-    from streaming.format.sources import get_source
-    from streaming.storage.sources import list_objects
+    from streaming.sources.registry import get_source
+    from streaming.sources.remote import list_objects
+    from streaming.sources.sidecar import sidecar_name
     current = {url.rsplit('/', 1)[-1]: info for url, info in list_objects(place.url)}
     name = sidecar_name(get_source(fmt))
     paths = [os.path.join(setup_cache_dir(local), name)]

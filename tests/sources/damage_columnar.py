@@ -31,10 +31,10 @@ import numpy as np
 from streaming.errors import StreamingError
 from streaming.fileio import file_etag
 from streaming.format import reader_from_json
-from streaming.format.parquet_pages import _varint  # A varint (clean files only here).
-from streaming.format.sources import get_source
+from streaming.sources.parquet_pages import _varint  # A varint (clean files only here).
+from streaming.sources.registry import get_source
+from streaming.sources.remote import fetch_ranges
 from streaming.storage.objects import ObjectInfo
-from streaming.storage.sources import fetch_ranges
 
 try:  # Where the time limit of the fuzz tests lives (tests/unit_helpers once shared).
     from tests.unit_helpers import time_limit  # type: ignore[attr-defined]

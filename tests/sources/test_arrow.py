@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.errors import SchemaMismatchError, SourceFileError
 
 

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from streaming.errors import StaleSourceError, StreamingError
+from streaming.sources.remote import read_chunks
 from streaming.storage.errors import ChangedWhileReadError
 from streaming.storage.local import LocalBackend
-from streaming.storage.sources import read_chunks
 from tests.sources.conftest import write_parquet
 from tests.sources.damage import read_source
 
@@ -46,7 +46,7 @@ WRITERS: dict[str, Callable[[str], None]] = {'parquet': _parquet, 'jsonl': _json
 
 
 def _last_file(root: str) -> str:
-    from streaming.format.sources import source_for_name
+    from streaming.sources.registry import source_for_name
     names = sorted(n for n in os.listdir(root) if source_for_name(n) is not None)
     return os.path.join(root, names[-1])
 
@@ -154,7 +154,7 @@ def test_a_local_file_changed_while_read_is_refused(tmp_path) -> None:
 
 
 def test_a_parquet_unit_changed_while_decoded_in_place_is_dropped(tmp_path) -> None:
-    from streaming.dataset.sources import SourceStream
+    from streaming.dataset.source_stream import SourceStream
     root = str(tmp_path / 'data')
     _parquet(root)
     stream = SourceStream(remote=root, local=str(tmp_path / 'cache'))

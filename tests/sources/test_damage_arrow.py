@@ -16,7 +16,7 @@ import shutil
 import pytest
 
 from streaming import StreamingDataset
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.errors import SourceFileError
 from tests.sources import damage_arrow
 from tests.sources import damage_columnar as damage

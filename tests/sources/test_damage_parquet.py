@@ -23,9 +23,9 @@ from collections import Counter
 import pytest
 
 from streaming import StreamingDataset
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.errors import SourceFileError, StreamingError
-from streaming.format import parquet, parquet_pages
+from streaming.sources import parquet, parquet_pages
 from tests.sources import damage_columnar as damage
 from tests.sources import damage_parquet
 from tests.sources.damage_parquet import (

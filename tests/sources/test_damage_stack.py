@@ -16,9 +16,9 @@ import random
 import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.errors import SourceFileError
-from streaming.format import parquet
+from streaming.sources import parquet
 from tests.sources import damage_arrow, damage_parquet
 from tests.sources import damage_columnar as damage
 

@@ -228,7 +228,7 @@ def test_the_known_hole_garbage_over_member_51_is_refused(tmp_path) -> None:
         place = local_place(str(tmp_path / when))
         assert run_case('webdataset', '.tar', when, case, place, str(tmp_path / f'c-{when}'),
                         data, gnu_tar_samples(data)) == 'typed'
-    from streaming.dataset.sources import SourceStream
+    from streaming.dataset.source_stream import SourceStream
     from streaming.errors import SourceFileError
     with pytest.raises(SourceFileError, match=rf'b-hole\.tar: member 51, header at byte {at}'):
         SourceStream(remote=str(tmp_path / 'index'), local=str(tmp_path / 'again')) \

@@ -15,7 +15,7 @@ import tarfile
 import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.errors import SourceFileError
 
 

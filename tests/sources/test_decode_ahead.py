@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.errors import SourceFileError
-from streaming.format import source_reader
-from streaming.format.parquet import ParquetReader
-from streaming.format.source_reader import DecodeAhead, decode_width
+from streaming.sources import reader as source_reader
+from streaming.sources.parquet import ParquetReader
+from streaming.sources.reader import DecodeAhead, decode_width
 from tests.sources.conftest import write_parquet
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

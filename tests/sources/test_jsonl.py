@@ -8,7 +8,7 @@ import os
 import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.errors import SourceFileError, StaleSourceError
 
 
@@ -48,7 +48,7 @@ def _dataset(remote: str, local: str, **kwargs) -> StreamingDataset:
 @pytest.mark.parametrize('blank_every,final_newline', [(0, True), (7, False)])
 def test_every_line_once_in_order(tmp_path, unit_bytes, blank_every, final_newline,
                                   monkeypatch) -> None:
-    from streaming.storage import sources as storage_sources
+    from streaming.sources import remote as storage_sources
     monkeypatch.setattr(storage_sources, 'read_chunks', _small_chunks(storage_sources))
     root = str(tmp_path / 'data')
     expected = write_jsonl(root, blank_every=blank_every, final_newline=final_newline)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.dataset import sources as sources_module
 from streaming.dataset.cache_dirs import setup_cache_dir
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.errors import SchemaMismatchError, SourceFileError, StaleSourceError
+from streaming.sources import sidecar as sources_module
 from tests.sources.conftest import write_parquet
 
 
@@ -82,7 +82,7 @@ def test_units_of_several_row_groups_read_every_value(tmp_path) -> None:
 def test_column_getters_over_chunks_with_nulls() -> None:
     import pyarrow as pa
 
-    from streaming.format.arrow_values import column_getters
+    from streaming.sources.arrow_values import column_getters
     columns = {
         'blob': pa.chunked_array([[b'a', None], [], [b'ccc', b''], [None]], pa.binary()),
         'text': pa.chunked_array([['x', 'yy'], ['z'], ['', 'w']], pa.large_string()),
@@ -108,7 +108,7 @@ def test_column_getters_over_chunks_with_nulls() -> None:
 
 def test_placed_ranges_and_the_file_object_fallback_read_the_same(tmp_path,
                                                                 monkeypatch) -> None:
-    from streaming.format import parquet
+    from streaming.sources import parquet
     data = b'abcdefghij'
     ranges = [[3, 4], [20, 6]]
     placed = parquet.placed(data, ranges, 30)
@@ -175,8 +175,8 @@ def test_only_the_projected_columns_are_fetched(parquet_dir, tmp_path) -> None:
 def test_sidecar_is_reused_and_only_changed_files_reindexed(parquet_dir, tmp_path,
                                                             monkeypatch) -> None:
     indexed = []
-    real = sources_module._index_one
-    monkeypatch.setattr(sources_module, '_index_one',
+    real = sources_module.index_file
+    monkeypatch.setattr(sources_module, 'index_file',
                         lambda root, source, rel, *a: indexed.append(rel) or
                         real(root, source, rel, *a))
     _dataset(parquet_dir, tmp_path)

@@ -9,7 +9,7 @@ import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.dataset.cache_dirs import setup_cache_dir
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from tests.dataset.launch import global_batches, run_runs
 from tests.sources.conftest import write_parquet
 

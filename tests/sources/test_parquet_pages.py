@@ -1,4 +1,4 @@
-"""Wide binary Parquet columns read from their pages (``streaming.format.parquet_pages``).
+"""Wide binary Parquet columns read from their pages (``streaming.sources.parquet_pages``).
 
 Files written by pyarrow with every page layout it makes: each codec, data pages v1 and v2,
 dictionary-encoded or PLAIN (and PLAIN after the dictionary grew too large), nulls, strings,
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from streaming import StreamingDataset
-from streaming.dataset.sources import SourceStream
+from streaming.dataset.source_stream import SourceStream
 from streaming.errors import SourceFileError
 
 ROWS = 40

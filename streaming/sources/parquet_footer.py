@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from streaming.errors import SourceFileError
-from streaming.format.parquet_pages import ThriftError, read_struct
+from streaming.sources.parquet_pages import ThriftError, read_struct
 
 __all__ = ['ChunkMeta', 'RowGroupMeta', 'read_row_groups']
 

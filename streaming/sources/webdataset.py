@@ -15,11 +15,11 @@ import re
 from typing import Any, Iterable, Iterator
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import Decoded
 from streaming.format.registry import register_format
-from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
-from streaming.format.sources import SourceFormat, register_source
-from streaming.format.tar_walk import ByteCursor, TarLayout, walk_tar
+from streaming.sources.arrow_values import Decoded
+from streaming.sources.reader import SOURCE_KEYS, SourceReader, check_ranges_entry
+from streaming.sources.registry import SourceFormat, register_source
+from streaming.sources.tar_walk import ByteCursor, TarLayout, walk_tar
 
 __all__ = ['WebDatasetSource', 'WebDatasetReader', 'group_members']
 

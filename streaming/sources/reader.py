@@ -25,9 +25,9 @@ import numpy as np
 
 from streaming.errors import IndexFileError, SourceFileError, StaleSourceError
 from streaming.fileio import file_etag
-from streaming.format.arrow_values import Decoded, DecodedCache
 from streaming.format.index import FileInfo
 from streaming.format.reader import Reader
+from streaming.sources.arrow_values import Decoded, DecodedCache
 
 __all__ = ['SourceReader', 'check_ranges_entry', 'DecodeAhead', 'decode_width', 'undecoded',
            'SOURCE_KEYS']

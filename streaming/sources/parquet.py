@@ -24,17 +24,17 @@ import sys
 from typing import Any
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import Decoded, arrow_failures, column_getters, type_name
-from streaming.format.parquet_footer import RowGroupMeta, read_row_groups
-from streaming.format.parquet_pages import (
+from streaming.format.registry import register_format
+from streaming.sources.arrow_values import Decoded, arrow_failures, column_getters, type_name
+from streaming.sources.parquet_footer import RowGroupMeta, read_row_groups
+from streaming.sources.parquet_pages import (
     WIDE_VALUE_BYTES,
     PageSpans,
     binary_spans,
     parts_accessors,
 )
-from streaming.format.registry import register_format
-from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
-from streaming.format.sources import SourceFormat, register_source
+from streaming.sources.reader import SOURCE_KEYS, SourceReader, check_ranges_entry
+from streaming.sources.registry import SourceFormat, register_source
 
 __all__ = ['ParquetSource', 'ParquetReader', 'RangeFile']
 

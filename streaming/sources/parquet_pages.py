@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from streaming.format.arrow_values import Gatherer, Getter, span_accessors
+from streaming.sources.arrow_values import Gatherer, Getter, span_accessors
 
 __all__ = ['WIDE_VALUE_BYTES', 'PageSpans', 'binary_spans', 'parts_accessors', 'read_struct',
            'ThriftError']

@@ -16,10 +16,10 @@ import re
 from typing import Any, Callable, Iterator
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import Decoded, arrow_failures, column_getters, type_name
 from streaming.format.registry import register_format
-from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
-from streaming.format.sources import ChunkFile, SourceFormat, register_source
+from streaming.sources.arrow_values import Decoded, arrow_failures, column_getters, type_name
+from streaming.sources.reader import SOURCE_KEYS, SourceReader, check_ranges_entry
+from streaming.sources.registry import ChunkFile, SourceFormat, register_source
 
 __all__ = ['ArrowSource', 'ArrowReader']
 

@@ -1,8 +1,8 @@
-"""``inspect`` and ``validate`` of directories of data files streamed as they are.
+"""What ``streaming inspect`` and ``streaming validate`` say of a directory of data files.
 
 A URL without ``index.json`` whose files are Parquet, JSONL, WebDataset tars or Arrow files is
 summarized from their metadata (the sidecar index when it is current), and validated by indexing
-every file afresh (and, with ``--decode``, decoding every sample of every unit).
+every file afresh (and, with ``decode``, decoding every sample of every unit).
 """
 
 from __future__ import annotations
@@ -10,31 +10,31 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import Counter
-from typing import Any
+from typing import Any, Callable, Iterable
 
-from streaming.cli.common import join, progress
+from streaming.format import reader_from_json
+from streaming.sources.remote import fetch_ranges
+from streaming.sources.sidecar import (
+    build_sidecar,
+    index_file,
+    source_options,
+    stale_files,
+    stored_sidecar,
+)
+from streaming.storage.objects import ObjectInfo
+from streaming.storage.registry import join_url
 
 __all__ = ['summarize_source', 'validate_source']
 
 
-def _stored(root: str) -> tuple[Any, list[tuple[str, Any]], dict[str, Any] | None]:
-    from streaming.dataset.sources import _read_optional, list_sources, load_sidecar, sidecar_name
-    source, files = list_sources(root, None)
-    where = join(root, sidecar_name(source))
-    return source, files, load_sidecar(_read_optional(where, 60.0), where)
-
-
-def _stale(files: list[tuple[str, Any]], sidecar: dict[str, Any] | None) -> list[str]:
-    records = (sidecar or {}).get('files', {})
-    return [rel for rel, info in files if rel not in records or
-            (records[rel].get('size'), records[rel].get('etag')) != (info.size, info.etag)]
+def _as_is(files: Iterable, description: str) -> Iterable:
+    return files
 
 
 def summarize_source(root: str) -> dict[str, Any]:
     """What ``inspect`` reports of a directory of data files (reading metadata if needed)."""
-    from streaming.dataset.sources import build_sidecar, source_options
-    source, files, stored = _stored(root)
-    stale = _stale(files, stored)
+    source, files, stored = stored_sidecar(root)
+    stale = stale_files(files, stored)
     options = (stored or {}).get('options') or source_options(source, {})
     sidecar, _ = build_sidecar(root, source, files, stored, options)
     records = list(sidecar['files'].values())
@@ -50,13 +50,10 @@ def summarize_source(root: str) -> dict[str, Any]:
 
 
 def _decode_unit(root: str, entry: dict[str, Any], scratch: str) -> list[str]:
-    from streaming.format import reader_from_json
-    from streaming.storage.objects import ObjectInfo
-    from streaming.storage.sources import fetch_ranges
     path = os.path.join(scratch, entry['raw_data']['basename'])
     reader, i = None, 0
     try:
-        fetch_ranges(join(root, entry['source']), path, entry['ranges'],
+        fetch_ranges(join_url(root, entry['source']), path, entry['ranges'],
                      expect=ObjectInfo(entry['source_size'], entry['source_etag']))
         reader = reader_from_json(scratch, None, entry)
         for i in range(entry['samples']):
@@ -72,18 +69,21 @@ def _decode_unit(root: str, entry: dict[str, Any], scratch: str) -> list[str]:
     return []
 
 
-def validate_source(root: str, decode: bool, args: Any) -> dict[str, Any]:
-    """Index every file afresh; compare with the sidecar; optionally decode every sample."""
-    from streaming.dataset.sources import _index_one, source_options
-    source, files, stored = _stored(root)
+def validate_source(root: str, decode: bool,
+                    each_file: Callable[[Iterable, str], Iterable] = _as_is) -> dict[str, Any]:
+    """Index every file afresh; compare with the sidecar; optionally decode every sample.
+
+    ``each_file(files, description)`` wraps the loop over the files (the CLI's progress bar).
+    """
+    source, files, stored = stored_sidecar(root)
     problems = [f'{rel}: changed since the sidecar index was written (run streaming index)'
-                for rel in _stale(files, stored)] if stored is not None else []
+                for rel in stale_files(files, stored)] if stored is not None else []
     options = (stored or {}).get('options') or source_options(source, {})
     shards = samples = 0
     with tempfile.TemporaryDirectory(prefix='streaming-validate-') as scratch:
-        for rel, info in progress(args, files, desc=f'Validating {root}', unit='file'):
+        for rel, info in each_file(files, f'Validating {root}'):
             try:
-                record = _index_one(root, source, rel, info, options, 60.0, 2)
+                record = index_file(root, source, rel, info, options, 60.0, 2)
             except Exception as error:  # Each problem is reported, not raised.
                 problems.append(f'{rel}: {type(error).__name__}: {error}')
                 continue

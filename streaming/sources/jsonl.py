@@ -17,10 +17,10 @@ from typing import Any, Iterator
 import numpy as np
 
 from streaming.errors import SourceFileError
-from streaming.format.arrow_values import Decoded
 from streaming.format.registry import register_format
-from streaming.format.source_reader import SOURCE_KEYS, SourceReader, check_ranges_entry
-from streaming.format.sources import SourceFormat, register_source
+from streaming.sources.arrow_values import Decoded
+from streaming.sources.reader import SOURCE_KEYS, SourceReader, check_ranges_entry
+from streaming.sources.registry import SourceFormat, register_source
 
 __all__ = ['JSONLSource', 'JSONLReader']
 
