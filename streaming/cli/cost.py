@@ -76,7 +76,7 @@ def _node_sequences(shards: list[dict[str, Any]], args: Any, epoch: int,
     """Per node: the shard of every sample it reads this epoch, in reading order."""
     import numpy as np
 
-    from streaming.order.epoch import get_epoch_order
+    from streaming.order.plan import get_epoch_order
     from streaming.order.shuffle import default_num_canonical_nodes
     sizes = np.array([e['samples'] for e in shards], np.int64)
     ncn = args.num_canonical_nodes or default_num_canonical_nodes(args.shuffle_algo, args.nodes)

@@ -1,13 +1,13 @@
-"""The batching-method table: how a dataset turns an epoch into every worker's sample ids.
+"""The batching-method table: how an epoch's ids are laid out into every worker's batches.
 
 ``BATCHING`` maps a name to ``fn(dataset, world, epoch, sample_in_epoch) -> ids`` of shape
 ``(nodes, ranks, workers, batches, batch_size)`` (-1: none), as the reference's
 ``generate_work`` functions; ``streaming.base.batching.batching_methods`` is this dict object, so
 a method put there is used by ``StreamingDataset(batching_method=name)``. The four built-ins are
-``BuiltinBatching`` entries: the dataset runs them through ``streaming.order`` directly (and, for
-``random``, a worker computes only its own slots). A registered method is called with the
-reference's ``World`` (``streaming.base.world.World``, installed by that module through
-``set_world_adapter``: this layer cannot import it) and its array is shared by the node.
+``BuiltinBatching`` entries: ``plan`` runs them itself (and, for ``random``, a worker computes
+only its own slots). A registered method is called with the reference's ``World``
+(``streaming.base.world.World``, installed by that module through ``set_world_adapter``: this
+layer cannot import it).
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streaming.order import BATCHING_METHODS
 from streaming.order.checks import check_choice
-from streaming.world import World
+from streaming.order.exact_batching import BATCHING_METHODS
 
-__all__ = ['BATCHING', 'BuiltinBatching', 'BatchingFn', 'batching_fn', 'is_builtin_batching',
+__all__ = ['BATCHING', 'BuiltinBatching', 'BatchingFn', 'batching_fn', 'reference_world',
            'set_world_adapter']
 
 BatchingFn = Callable[[Any, Any, int, int], np.ndarray]
@@ -50,11 +49,11 @@ class BuiltinBatching:
 
 
 BATCHING: dict[str, BatchingFn] = {name: BuiltinBatching(name) for name in BATCHING_METHODS}
-_adapter: list[Callable[[World], Any]] = []
+_adapter: list[Callable[[Any], Any]] = []
 _lock = threading.Lock()
 
 
-def set_world_adapter(adapter: Callable[[World], Any]) -> None:
+def set_world_adapter(adapter: Callable[[Any], Any]) -> None:
     """How a registered method receives the world (the reference's ``World.from_world``)."""
     with _lock:
         _adapter[:] = [adapter]
@@ -68,13 +67,8 @@ def batching_fn(method: str) -> BatchingFn:
     return fn  # type: ignore[return-value]
 
 
-def is_builtin_batching(method: str) -> bool:
-    """Whether ``method`` is served by ``streaming.order`` (not a registered function)."""
-    return isinstance(batching_fn(method), BuiltinBatching)
-
-
-def reference_world(world: World) -> Any:
-    """``world`` as a registered method expects it."""
+def reference_world(world: Any) -> Any:
+    """``world`` (a ``streaming.World``) as a registered method expects it."""
     if not _adapter:
         raise ValueError('a registered batching method needs streaming.base.batching imported '
                          '(register it through streaming.base.batching.batching_methods)')
