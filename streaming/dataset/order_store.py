@@ -12,11 +12,11 @@ The file is published as it is computed (``EpochIds``): the computation runs in 
 thread of the process that started it, which writes each part of the ids as it becomes final
 (``EpochPlan.id_steps``) and records what is final in a small shared file (a head
 ``[0, h)`` and a tail ``[b, s)``: in a multi-node job each node computes its own canonical
-rows first, from ``b``, see ``order.spans._py1e_rows``); a reader waits only for the positions
-it reads. If the computing process ends first, the next reader that needs more computes the
-ids again; a failure is reported to every reader. Once all are final, the progress file and
-the compute lock go (other epochs' idle ones are swept when an order starts): the node's
-shared directory does not grow with the epochs.
+rows first, from ``b``, see ``order.shuffles.py1e._py1e_rows``); a reader waits only for the
+positions it reads. If the computing process ends first, the next reader that needs more
+computes the ids again; a failure is reported to every reader. Once all are final, the
+progress file and the compute lock go (other epochs' idle ones are swept when an order starts):
+the node's shared directory does not grow with the epochs.
 
 The file is also a cache, ``order-<key>.ids`` in the set-up cache directory of the first
 stream's local directory (``cache_dirs.setup_cache_dir``: outside it, keyed by it), keyed by

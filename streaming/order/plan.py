@@ -25,17 +25,23 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from streaming.order.batching import BATCHING_METHODS, BuiltinBatching, batching_fn, reference_world
+from streaming.order.batching import (
+    BATCHING_METHODS,
+    BuiltinBatching,
+    StreamRun,
+    batching_fn,
+    reference_world,
+    stream_batching,
+)
 from streaming.order.checks import check_choice, check_int
-from streaming.order.dealing import ArrayDealing, Dealing, check_partition
-from streaming.order.exact import dealing_of, dealt_array, epoch_id_steps, take_ids
-from streaming.order.exact_batching import StreamRun, exact_stream_batching
-from streaming.order.indexed import NAME as INDEX_SHUFFLE
-from streaming.order.indexed import IndexOrder
+from streaming.order.ids import dealt_array, epoch_id_steps, take_ids
+from streaming.order.partition import ArrayDealing, Dealing, check_partition, dealing_for
 from streaming.order.resample import whole_units
 from streaming.order.sampling import SAMPLING_METHODS
-from streaming.order.shuffle import BuiltinShuffle, get_shuffle, shuffle_block_size_in_effect
-from streaming.order.spans import FinalParts
+from streaming.order.shuffles import BuiltinShuffle, get_shuffle, shuffle_block_size_in_effect
+from streaming.order.shuffles.index import NAME as INDEX_SHUFFLE
+from streaming.order.shuffles.index import IndexOrder
+from streaming.order.shuffles.rows import FinalParts
 
 __all__ = ['EpochPlan', 'EpochSpec', 'IndexIds', 'WorkerOrder', 'get_epoch_order', 'plan']
 
@@ -76,7 +82,7 @@ class EpochSpec:
         epoch: the epoch number; with ``seed`` it selects the draw and the order.
         seed: the run's seed; the same (seed, epoch) always gives the same order.
         shuffle: whether to shuffle (else units are read in dataset order).
-        shuffle_algo: a registered shuffle (see ``streaming.order.shuffle``).
+        shuffle_algo: a registered shuffle (see ``streaming.order.shuffles``).
         shuffle_block_size: window of the block shuffles; None: the default
             (``shuffle_block_size_in_effect``).
         num_canonical_nodes: the run's fixed node count that the order is built for.
@@ -242,7 +248,7 @@ class EpochPlan:
         return isinstance(get_shuffle(self.spec.shuffle_algo), BuiltinShuffle)
 
     def id_steps(self, first_position: int = 0) -> Iterator[np.ndarray | FinalParts]:
-        """The epoch's sample ids a part at a time (see ``exact.epoch_id_steps``)."""
+        """The epoch's sample ids a part at a time (see ``ids.epoch_id_steps``)."""
         return epoch_id_steps(**self.id_inputs, first_position=first_position)
 
     def lazy_ids(self) -> IndexIds | None:
@@ -264,13 +270,9 @@ class EpochPlan:
     def dealing(self, num_samples: int) -> Dealing | ArrayDealing:
         """Which epoch position each device slot reads."""
         spec = self.spec
-        return dealing_of(num_samples, partition_algo=spec.partition_algo,
-                          num_canonical_nodes=spec.num_canonical_nodes,
-                          num_physical_nodes=spec.num_physical_nodes,
-                          ranks_per_node=spec.ranks_per_node,
-                          workers_per_rank=spec.workers_per_rank, batch_size=spec.batch_size,
-                          sample_in_epoch=spec.sample_in_epoch,
-                          initial_physical_nodes=spec.initial_physical_nodes)
+        return dealing_for(spec.partition_algo, num_samples, spec.num_canonical_nodes,
+                           spec.num_physical_nodes, spec.ranks_per_node, spec.workers_per_rank,
+                           spec.batch_size, spec.sample_in_epoch, spec.initial_physical_nodes)
 
     def worker_share(self, ids: Any, node: int, rank: int, worker: int) -> WorkerOrder:
         """One worker's sample ids, read from the epoch's stored ``ids`` a slice at a time."""
@@ -296,10 +298,9 @@ class EpochPlan:
                             spec.partition_algo, spec.initial_physical_nodes,
                             spec.ranks_per_node, spec.workers_per_rank, spec.sampling_method,
                             spec.sampling_granularity)
-            return exact_stream_batching(spec.batching_method, run,
-                                         num_physical_nodes=spec.num_physical_nodes,
-                                         batch_size=spec.batch_size,
-                                         sample_in_epoch=spec.sample_in_epoch)
+            return stream_batching(spec.batching_method, run,
+                                   num_physical_nodes=spec.num_physical_nodes,
+                                   batch_size=spec.batch_size, sample_in_epoch=spec.sample_in_epoch)
         steps = self.id_steps()
         ids: np.ndarray = next(steps)  # type: ignore[assignment]
         for _ in steps:

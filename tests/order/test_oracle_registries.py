@@ -68,7 +68,7 @@ def registered(request):
     from streaming.base import batching, partition, shuffle
     from streaming.order import register_shuffle, unregister_shuffle
     from streaming.order.batching import BuiltinBatching
-    from streaming.order.dealing import PARTITIONS, register_partition
+    from streaming.order.partition import PARTITIONS, register_partition
     if request.param == 'reference tables':
         custom_order.install()
     else:

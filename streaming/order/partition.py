@@ -1,4 +1,4 @@
-"""The reference's partition of epoch positions over devices (``orig`` and ``relaxed``), exactly.
+"""Partitions: the reference's dealing of positions to devices (``orig``, ``relaxed``), exactly.
 
 An epoch of ``N`` positions is cut into ``C`` canonical-node rows (row ``c`` is positions
 ``N * c // C`` up to ``N * (c + 1) // C``). Rows are made equally long, ``ceil(N / C)``, by
