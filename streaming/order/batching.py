@@ -34,16 +34,15 @@ layer cannot import it).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from streaming.order.checks import check_choice
 from streaming.order.ids import dealt_ids
 from streaming.order.resample import resample
 from streaming.order.shuffles import shuffle_traits
+from streaming.order.table import AlgorithmTable, Builtin
 
 __all__ = ['BATCHING', 'BATCHING_METHODS', 'BatchingFn', 'BuiltinBatching', 'StreamRun',
            'batching_fn', 'reference_world', 'set_world_adapter', 'stratified_counts',
@@ -217,45 +216,45 @@ def stream_batching(method: str, run: StreamRun, *, num_physical_nodes: int,
 BatchingFn = Callable[[Any, Any, int, int], np.ndarray]
 
 
-class BuiltinBatching:
+class BuiltinBatching(Builtin):
     """A built-in method: callable with the reference's signature (the dataset's own order).
 
     ``dataset`` is a ``StreamingDataset`` (not imported here: it imports this module).
     """
 
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.__name__ = self.__qualname__ = f'generate_work_{method}_batching'
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.__name__ = self.__qualname__ = f'generate_work_{name}_batching'
         self.__doc__ = (f"The epoch's ``(nodes, ranks, workers, batches, batch_size)`` sample ids "
-                        f'with ``batching_method={method!r}`` (-1: none).')
+                        f'with ``batching_method={name!r}`` (-1: none).')
+
+    @property
+    def method(self) -> str:
+        """The name, as batching methods call it."""
+        return self.name
 
     def __call__(self, dataset: Any, world: Any, epoch: int,
                  sample_in_epoch: int) -> np.ndarray:
         ours = world.to_world() if hasattr(world, 'to_world') else world
-        return dataset._epoch_order(epoch, sample_in_epoch, ours, batching_method=self.method,
+        return dataset._epoch_order(epoch, sample_in_epoch, ours, batching_method=self.name,
                                     builtin=True)
 
-    def __reduce__(self) -> tuple:
-        return BuiltinBatching, (self.method,)
 
-
-BATCHING: dict[str, BatchingFn] = {name: BuiltinBatching(name) for name in BATCHING_METHODS}
+# The batching table; ``streaming.base.batching.batching_methods`` is this object.
+BATCHING = AlgorithmTable('batching_method', 'batching method',
+                          map(BuiltinBatching, BATCHING_METHODS))
 _adapter: list[Callable[[Any], Any]] = []
-_lock = threading.Lock()
 
 
 def set_world_adapter(adapter: Callable[[Any], Any]) -> None:
     """How a registered method receives the world (the reference's ``World.from_world``)."""
-    with _lock:
+    with BATCHING.lock:
         _adapter[:] = [adapter]
 
 
 def batching_fn(method: str) -> BatchingFn:
     """The method registered as ``method``; ValueError naming ``batching_method`` otherwise."""
-    fn = BATCHING.get(method)
-    if fn is None:
-        check_choice('batching_method', method, tuple(BATCHING))
-    return fn  # type: ignore[return-value]
+    return BATCHING.lookup(method)
 
 
 def reference_world(world: Any) -> Any:

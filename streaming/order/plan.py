@@ -258,7 +258,7 @@ class EpochPlan:
         """
         spec = self.spec
         fn = get_shuffle(spec.shuffle_algo)
-        if not spec.shuffle or not isinstance(fn, BuiltinShuffle) or fn.algo != INDEX_SHUFFLE:
+        if not spec.shuffle or not isinstance(fn, BuiltinShuffle) or fn.name != INDEX_SHUFFLE:
             return None
         units = whole_units(spec.shard_sizes, spec.shard_streams, spec.stream_choose)
         if units is None:

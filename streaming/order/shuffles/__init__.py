@@ -21,15 +21,15 @@ physical node (64 for ``py1s``/``py2s``, as in the reference; 1 otherwise).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from streaming.order.checks import check_choice, check_int
+from streaming.order.checks import check_int
 from streaming.order.shuffles import index, naive, py1b, py1br, py1e, py1s, py2s
 from streaming.order.shuffles.rows import FinalParts, id_dtype
+from streaming.order.table import AlgorithmTable, Builtin
 
 __all__ = ['BUILTIN_SHUFFLES', 'BuiltinShuffle', 'MIN_SHUFFLE_BLOCK_SIZE', 'SHUFFLES',
            'ShuffleEntry', 'ShuffleFn', 'ShuffleTraits',
@@ -49,13 +49,14 @@ BUILTIN_SHUFFLES: dict[str, ShuffleSteps] = {
     'py1s': py1s.steps, 'py2s': py2s.steps, index.NAME: index.steps}
 
 
-class BuiltinShuffle:
+class BuiltinShuffle(Builtin):
     """A built-in shuffle: callable with the reference's signature, run incrementally inside."""
 
-    def __init__(self, algo: str) -> None:
-        self.algo = algo
-        self.__name__ = self.__qualname__ = f'get_shuffle_{algo}'
-        self.__doc__ = f'The ``{algo}`` shuffle of an epoch (see ``streaming.order.shuffles``).'
+    prefix = 'get_shuffle_'
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.__doc__ = f'The ``{name}`` shuffle of an epoch (see ``streaming.order.shuffles``).'
 
     def __call__(self, shard_sizes: np.ndarray, num_canonical_nodes: int, seed: int, epoch: int,
                  block_size: int = MIN_SHUFFLE_BLOCK_SIZE) -> np.ndarray:
@@ -68,11 +69,8 @@ class BuiltinShuffle:
 
     def steps(self, unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int, epoch: int,
               block_size: int, first_position: int = 0) -> Iterator[np.ndarray | FinalParts]:
-        return BUILTIN_SHUFFLES[self.algo](np.asarray(unit_sizes, np.int64), num_canonical_nodes,
+        return BUILTIN_SHUFFLES[self.name](np.asarray(unit_sizes, np.int64), num_canonical_nodes,
                                            seed, epoch, block_size, first_position)
-
-    def __reduce__(self) -> tuple:
-        return BuiltinShuffle, (self.algo,)
 
 
 @dataclass(frozen=True)
@@ -83,15 +81,14 @@ class ShuffleTraits:
     canonical_nodes_per_node: int = 1
 
 
-BUILTIN_NAMES = tuple(BUILTIN_SHUFFLES)
-SHUFFLES: dict[str, ShuffleFn] = {name: BuiltinShuffle(name) for name in BUILTIN_NAMES}
-_TRAITS: dict[str, ShuffleTraits] = {
+# The shuffle table; ``streaming.base.shuffle.algos`` is this object.
+SHUFFLES = AlgorithmTable('shuffle_algo', 'shuffle', map(BuiltinShuffle, BUILTIN_SHUFFLES))
+SHUFFLES.traits.update({
     'py1s': ShuffleTraits(canonical_nodes_per_node=64),
     'py2s': ShuffleTraits(canonical_nodes_per_node=64),
     'py1b': ShuffleTraits(uses_block_size=True), 'py1br': ShuffleTraits(uses_block_size=True),
     'py1e': ShuffleTraits(uses_block_size=True), index.NAME: ShuffleTraits(uses_block_size=True),
-}
-_lock = threading.Lock()
+})
 
 
 def register_shuffle(name: str, fn: ShuffleFn, *, uses_block_size: bool = False,
@@ -102,47 +99,33 @@ def register_shuffle(name: str, fn: ShuffleFn, *, uses_block_size: bool = False,
     import time of a module every process imports (DataLoader workers started by spawn import it
     again). Built-in names cannot be replaced here; a custom one can, by registering it again.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f'register_shuffle: name must be a non-empty string, got {name!r}')
     if not callable(fn):
         raise ValueError(f'register_shuffle({name!r}): fn must be callable as fn(shard_sizes, '
                          f'num_canonical_nodes, seed, epoch, block_size), got {fn!r}')
     check_int('canonical_nodes_per_node', canonical_nodes_per_node, 1)
-    if name in BUILTIN_NAMES:
-        raise ValueError(f'register_shuffle: {name!r} is a built-in shuffle and cannot be '
-                         f'replaced; pick another name')
-    with _lock:
-        SHUFFLES[name] = fn
-        _TRAITS[name] = ShuffleTraits(bool(uses_block_size), canonical_nodes_per_node)
-    return fn
+    return SHUFFLES.add('register_shuffle', name, fn,
+                        ShuffleTraits(bool(uses_block_size), canonical_nodes_per_node))
 
 
 def unregister_shuffle(name: str) -> None:
     """Remove a custom shuffle (built-ins stay)."""
-    if name in BUILTIN_NAMES:
-        raise ValueError(f'unregister_shuffle: {name!r} is built in')
-    with _lock:
-        SHUFFLES.pop(name, None)
-        _TRAITS.pop(name, None)
+    SHUFFLES.remove('unregister_shuffle', name)
 
 
 def shuffle_names() -> tuple[str, ...]:
     """The registered shuffle names, sorted."""
-    return tuple(sorted(SHUFFLES))
+    return SHUFFLES.names()
 
 
 def get_shuffle(name: str) -> ShuffleFn:
     """The shuffle registered as ``name``; ValueError naming ``shuffle_algo`` and the choices."""
-    fn = SHUFFLES.get(name)
-    if fn is None:
-        check_choice('shuffle_algo', name, shuffle_names())
-    return fn  # type: ignore[return-value]
+    return SHUFFLES.lookup(name)
 
 
 def shuffle_traits(name: str) -> ShuffleTraits:
     """The traits of shuffle ``name`` (the defaults for one only put in ``SHUFFLES``)."""
     get_shuffle(name)
-    return _TRAITS.get(name, ShuffleTraits())
+    return SHUFFLES.traits.get(name, ShuffleTraits())
 
 
 @dataclass(frozen=True)
@@ -167,11 +150,7 @@ def shuffle_entry(name: str) -> ShuffleEntry:
 
 
 def _restore(name: str, fn: ShuffleFn, traits: ShuffleTraits) -> ShuffleEntry:
-    with _lock:
-        if name not in SHUFFLES:
-            SHUFFLES[name] = fn
-            _TRAITS[name] = traits
-    return ShuffleEntry(name, SHUFFLES[name], _TRAITS.get(name, traits))
+    return ShuffleEntry(name, *SHUFFLES.restore(name, fn, traits))
 
 
 def default_shuffle_block_size(num_canonical_nodes: int) -> int:

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import numpy as np
 
-from streaming.order.shuffles.rows import FinalParts, id_dtype, ragged_arange, rows_of_units
+from streaming.order.shuffles.rows import FinalParts, spans_in_order
 
 __all__ = ['steps']
 
@@ -18,15 +18,13 @@ __all__ = ['steps']
 def steps(unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int, epoch: int,
           block_size: int, first_position: int = 0) -> Iterator[np.ndarray | FinalParts]:
     """The output array, then how much of it is final, row by row."""
-    spans, row_starts, rng = rows_of_units(unit_sizes, num_canonical_nodes, seed, epoch)
-    total = int(spans.length.sum())
-    out = ragged_arange(spans.begin, spans.length, id_dtype(total))
+    out, spans, row_starts, rng = spans_in_order(unit_sizes, num_canonical_nodes, seed, epoch)
     yield out
     for row in range(spans.num_rows):
         stop = int(row_starts[row + 1])
         _blocks_row(out[int(row_starts[row]):stop], block_size, rng)
         yield stop
-    yield total
+    yield len(out)
 
 
 def _blocks_row(ids: np.ndarray, block_size: int, rng: np.random.Generator) -> None:

@@ -12,13 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from streaming.order.shuffles.rows import (
-    FinalParts,
-    RowSpans,
-    id_dtype,
-    ragged_arange,
-    rows_of_units,
-)
+from streaming.order.shuffles.rows import FinalParts, RowSpans, spans_in_order
 
 __all__ = ['py1br_blocks', 'steps']
 
@@ -26,12 +20,10 @@ __all__ = ['py1br_blocks', 'steps']
 def steps(unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int, epoch: int,
           block_size: int, first_position: int = 0) -> Iterator[np.ndarray | FinalParts]:
     """The output array, then how much of it is final (all of it, at the end)."""
-    spans, row_starts, rng = rows_of_units(unit_sizes, num_canonical_nodes, seed, epoch)
-    total = int(spans.length.sum())
-    out = ragged_arange(spans.begin, spans.length, id_dtype(total))
+    out, spans, row_starts, rng = spans_in_order(unit_sizes, num_canonical_nodes, seed, epoch)
     yield out
     _py1br_rows(out, spans, row_starts, block_size, rng)
-    yield total
+    yield len(out)
 
 
 def py1br_blocks(length: int, stagger: int, block_size: int,

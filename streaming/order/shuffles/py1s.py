@@ -9,13 +9,7 @@ from typing import Iterator
 
 import numpy as np
 
-from streaming.order.shuffles.rows import (
-    FinalParts,
-    id_dtype,
-    ragged_arange,
-    rows_of_units,
-    shuffle_each,
-)
+from streaming.order.shuffles.rows import FinalParts, shuffle_each, spans_in_order
 
 __all__ = ['steps']
 
@@ -23,9 +17,7 @@ __all__ = ['steps']
 def steps(unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int, epoch: int,
           block_size: int, first_position: int = 0) -> Iterator[np.ndarray | FinalParts]:
     """The output array, then how much of it is final (all of it, at the end)."""
-    spans, _, rng = rows_of_units(unit_sizes, num_canonical_nodes, seed, epoch)
-    total = int(spans.length.sum())
-    out = ragged_arange(spans.begin, spans.length, id_dtype(total))
+    out, spans, _, rng = spans_in_order(unit_sizes, num_canonical_nodes, seed, epoch)
     yield out
     shuffle_each(out, spans.length, rng)
-    yield total
+    yield len(out)

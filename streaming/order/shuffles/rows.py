@@ -23,7 +23,7 @@ from streaming.order.memory import fresh_array
 from streaming.util import sorted_unique
 
 __all__ = ['FinalParts', 'RowSpans', 'cut_rows', 'id_dtype', 'permute_rows', 'permuted_units',
-           'ragged_arange', 'rows_of_units', 'shuffle_each', 'span_ids']
+           'ragged_arange', 'rows_of_units', 'shuffle_each', 'span_ids', 'spans_in_order']
 
 FinalParts = Union[int, tuple[int, int, int]]
 """What is final: the first ``n`` positions, or ``(head, tail_begin, tail_stop)``: positions
@@ -149,3 +149,14 @@ def rows_of_units(unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
     spans = permute_rows(cut_rows(unit_begin, sizes, num_canonical_nodes), epoch_rng)
     row_starts = np.concatenate([[0], np.cumsum(spans.length)])[spans.first]
     return spans, row_starts, epoch_rng
+
+
+def spans_in_order(unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int,
+                   epoch: int) -> tuple[np.ndarray, RowSpans, np.ndarray, np.random.Generator]:
+    """Every span's big ids in the spans' epoch order, before any shuffle inside a span.
+
+    Returns ``(ids, spans, row starts, epoch generator)`` (see ``rows_of_units``).
+    """
+    spans, row_starts, rng = rows_of_units(unit_sizes, num_canonical_nodes, seed, epoch)
+    total = int(spans.length.sum())
+    return ragged_arange(spans.begin, spans.length, id_dtype(total)), spans, row_starts, rng
