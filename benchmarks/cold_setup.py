@@ -10,7 +10,7 @@ On an index-only scale dataset (``python -m benchmarks.run`` generates them unde
 - ``fisher-yates``: only the part of the order that cannot be skipped or split: numpy's
   ``Generator.shuffle`` over every span of the epoch, one span after another, as the reference
   draws them (which sample comes first depends on the generator's state after the last span),
-  in a view whose 8-byte items all share one place, as ``order.spans`` does it;
+  in a view whose 8-byte items all share one place, as ``order.shuffles.py1e`` does it;
 - ``first sample cpu``: the CPU time (all threads of the process) to the first sample, a
   measure that a busy machine inflates less than the wall clock;
 - ``peak RSS``: the process's ``VmHWM`` after its first sample;
@@ -62,7 +62,8 @@ def _fisher_yates(dataset: object) -> float:
     sizes = np.asarray(dataset.samples_per_shard, np.int64)  # type: ignore[attr-defined]
     from numpy.lib.stride_tricks import as_strided
 
-    # As order.spans' draws-only pass: 8-byte items (numpy's fastest shuffle), all one item.
+    # As py1e's draws-only pass (order.shuffles.py1e): 8-byte items (numpy's fastest
+    # shuffle), all one item.
     buffer = as_strided(np.zeros(1, np.int64), shape=(int(sizes.max()),), strides=(0,))
     rng = np.random.default_rng(dataset.shuffle_seed)  # type: ignore[attr-defined]
     begin = time.perf_counter()

@@ -55,7 +55,7 @@ def _block_size(shards: list[dict[str, Any]], args: Any, limit: int | None,
     import numpy as np
 
     from streaming.dataset.cache import samples_that_fit
-    from streaming.order.shuffle import default_shuffle_block_size
+    from streaming.order.shuffles import default_shuffle_block_size
     block = args.shuffle_block_size or default_shuffle_block_size(num_canonical_nodes)
     peak = np.array([_raw_bytes(e) + _zip_bytes(e) for e in shards], np.int64)
     cap = samples_that_fit(limit, peak, np.array([e['samples'] for e in shards], np.int64))
@@ -76,8 +76,8 @@ def _node_sequences(shards: list[dict[str, Any]], args: Any, epoch: int,
     """Per node: the shard of every sample it reads this epoch, in reading order."""
     import numpy as np
 
-    from streaming.order.epoch import get_epoch_order
-    from streaming.order.shuffle import default_num_canonical_nodes
+    from streaming.order.plan import get_epoch_order
+    from streaming.order.shuffles import default_num_canonical_nodes
     sizes = np.array([e['samples'] for e in shards], np.int64)
     ncn = args.num_canonical_nodes or default_num_canonical_nodes(args.shuffle_algo, args.nodes)
     order = get_epoch_order(

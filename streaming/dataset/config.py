@@ -3,10 +3,9 @@
 ``DatasetConfig`` is frozen: the rest of the package reads its settings from it and nothing
 writes them back. The three values a checkpoint carries and resumption adopts (the canonical
 node count, the seed, the node count of the first run) change during a run, so they live apart,
-in ``ResumableLayout``. Choices come from the live tables (``streaming.order``'s shuffles and
-partitions, ``dataset.work``'s batching methods), and integer rules from
-``streaming.order.checks``, so the dataset and ``get_epoch_order`` accept and refuse the same
-values.
+in ``ResumableLayout``. Choices come from the live tables (``streaming.order``'s shuffles,
+partitions and batching methods) and integer rules from ``streaming.order``'s checks, so the
+dataset and ``EpochSpec`` accept and refuse the same values.
 """
 
 from __future__ import annotations
@@ -18,16 +17,17 @@ from typing import Any
 
 from streaming.dataset.epochs import ResumeRecord
 from streaming.dataset.stream import check_download_settings
-from streaming.dataset.work import batching_fn
 from streaming.order import (
     PARTITIONS,
     SAMPLING_METHODS,
+    batching_fn,
+    check_choice,
+    check_int,
     default_num_canonical_nodes,
     get_shuffle,
     shuffle_block_size_in_effect,
     shuffle_traits,
 )
-from streaming.order.checks import check_choice, check_int
 from streaming.util import bytes_to_int, number_abbrev_to_int, parse_quantity
 
 __all__ = ['COORDINATION_TIMEOUT_ENV', 'DEFAULT_COORDINATION_TIMEOUT', 'DatasetConfig',

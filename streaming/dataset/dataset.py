@@ -26,24 +26,12 @@ from streaming.dataset.config import DatasetConfig, ResumableLayout
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
 from streaming.dataset.index_cache import ShardTable
 from streaming.dataset.iteration import iterate_samples, shared_epoch_order
-from streaming.dataset.order_store import (
-    EpochIds,
-    WorkerOrder,
-    exact_dealing,
-    ids_inputs,
-    lazy_index_ids,
-    order_cache_enabled,
-    shared_epoch_ids,
-)
+from streaming.dataset.order_store import EpochIds, order_cache_enabled, shared_epoch_ids
 from streaming.dataset.prefetch import NodePrefetch, prefetch_arrays
 from streaming.dataset.stream import Stream, streams_registry
-from streaming.dataset.work import batching_fn, is_builtin_batching, reference_world
 from streaming.errors import EmptyIndexError
 from streaming.indexing import IndexingMixin
-from streaming.order import get_epoch_order
-from streaming.order.exact import dealt_array, epoch_id_steps
-from streaming.order.resample import resample
-from streaming.order.shuffle import BuiltinShuffle, get_shuffle, shuffle_entry
+from streaming.order import EpochPlan, EpochSpec, IndexIds, plan, resample, shuffle_entry
 from streaming.telemetry import WorkerClock
 from streaming.world import World
 
@@ -372,8 +360,9 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         return self.resumable.resolve_canonical_nodes(self.config.shuffle_algo,
                                                       self.world.num_nodes)
 
-    def _order_params(self, epoch: int, sample_in_epoch: int, world: World) -> dict[str, Any]:
-        """The arguments of ``get_epoch_order`` for this epoch, resume point and world."""
+    def _spec(self, epoch: int, sample_in_epoch: int, world: World,
+              batching_method: str | None = None) -> EpochSpec:
+        """What this epoch's order depends on, for this resume point and world."""
         config = self.config
         if config.batch_size is None:
             raise ValueError('StreamingDataset needs batch_size (the per-device batch size of '
@@ -382,16 +371,17 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         if world.local_world_size % replication:
             raise ValueError(f'replication={replication} must divide the ranks per node '
                              f'({world.local_world_size}).')
-        return dict(
+        return EpochSpec(
             shard_sizes=self.samples_per_shard, shard_streams=self.stream_per_shard,
             stream_choose=self.stream_choose, epoch=epoch, seed=self.resumable.shuffle_seed,
             shuffle=config.shuffle, shuffle_algo=config.shuffle_algo,
             shuffle_block_size=self.effective_block_size(),
-            num_canonical_nodes=self._canonical_nodes(),
-            partition_algo=config.partition_algo, num_physical_nodes=world.num_nodes,
+            num_canonical_nodes=self._canonical_nodes(), partition_algo=config.partition_algo,
+            num_physical_nodes=world.num_nodes,
             ranks_per_node=world.local_world_size // replication,
             workers_per_rank=world.num_workers, batch_size=config.batch_size,
-            batching_method=config.batching_method, sampling_method=config.sampling_method,
+            batching_method=batching_method or config.batching_method,
+            sampling_method=config.sampling_method,
             sampling_granularity=config.sampling_granularity, sample_in_epoch=sample_in_epoch,
             initial_physical_nodes=self.resumable.initial_physical_nodes,
             stream_proportions=self._stream_proportions)
@@ -402,52 +392,46 @@ class StreamingDataset(IndexingMixin, IterableDataset):
 
         ``builtin``: the method built in under that name, even if the table now holds another.
         """
-        params = self._order_params(epoch, sample_in_epoch, world)
-        method = params['batching_method'] = batching_method or params['batching_method']
-        if not builtin and not is_builtin_batching(method):  # Put in base.batching's table.
-            def work() -> np.ndarray:
-                return batching_fn(method)(self, reference_world(world), epoch, sample_in_epoch)
-            return self._shared_order(params, work, 'work')
-        if method == 'random':
-            ids = self._epoch_ids(params)
-            ids.wait(len(ids))
-            return dealt_array(ids.ids, exact_dealing(params, len(ids)))
-        return self._shared_order(params, lambda: get_epoch_order(**params))
+        spec = self._spec(epoch, sample_in_epoch, world, batching_method)
+        return self._whole_order(plan(spec, builtin_batching=builtin), world)
 
-    def _shared_order(self, params: dict[str, Any], compute: Any,
-                      name: str = 'order') -> np.ndarray:
-        key = {k: (v.tobytes() if isinstance(v, np.ndarray) else v) for k, v in params.items()}
-        return shared_epoch_order(self._shared, key, compute, name)
+    def _whole_order(self, epoch_plan: EpochPlan, world: World) -> np.ndarray:
+        """``epoch_plan``'s whole array, computed once per node (the ids: see order_store)."""
+        key = epoch_plan.spec.key()
+        if epoch_plan.registered is not None:  # Put in base.batching's table.
+            return shared_epoch_order(self._shared, key,
+                                      lambda: epoch_plan.run_registered(self, world), 'work')
+        if epoch_plan.deals_ids:
+            ids = self._epoch_ids(epoch_plan)
+            ids.wait(len(ids))
+            return epoch_plan.dealt(ids.ids)
+        return shared_epoch_order(self._shared, key, epoch_plan.order)
 
     def _worker_order(self, epoch: int, sample_in_epoch: int, world: World) -> Sequence[int]:
         """This worker's sample ids for the epoch (-1: padding), as a 1-D sliceable sequence."""
-        params = self._order_params(epoch, sample_in_epoch, world)
+        epoch_plan = plan(self._spec(epoch, sample_in_epoch, world))
         rank = world.local_rank // (self.config.replication or 1)
-        if params['batching_method'] == 'random' and is_builtin_batching('random'):
-            ids = self._epoch_ids(params)
-            return WorkerOrder(ids, exact_dealing(params, len(ids)), world.node, rank,
-                               world.worker)
-        order = self._epoch_order(epoch, sample_in_epoch, world)
+        if epoch_plan.deals_ids:
+            return epoch_plan.worker_share(self._epoch_ids(epoch_plan), world.node, rank,
+                                           world.worker)
+        order = self._whole_order(epoch_plan, world)
         return order[world.node, rank, world.worker].reshape(-1)
 
-    def _epoch_ids(self, params: dict[str, Any]) -> EpochIds:
+    def _epoch_ids(self, epoch_plan: EpochPlan) -> EpochIds | IndexIds:
         """The sample id at each position of the epoch, shared by the node (see order_store)."""
-        inputs = ids_inputs(params)
-        lazy = lazy_index_ids(inputs)
+        lazy = epoch_plan.lazy_ids()
         if lazy is not None:  # The ``index`` shuffle: every position computed when read.
             return lazy
         cache_dir = None
-        # A registered shuffle may change under the same name: kept for this job only.
-        builtin = isinstance(get_shuffle(params['shuffle_algo']), BuiltinShuffle)
-        if order_cache_enabled() and self.config.cache_limit is None and builtin:
+        if order_cache_enabled() and self.config.cache_limit is None and epoch_plan.ids_cacheable:
             try:
                 cache_dir = setup_cache_dir(self.streams[0].local_dir)
             except OSError:
                 pass  # Kept in the node's shared directory only.
         # This node's rows first (about where its partition starts): not an input of the ids.
-        first = int(inputs['stream_choose'].sum()) * self.world.node // self.world.num_nodes
-        return shared_epoch_ids(self._shared, cache_dir, inputs,
-                                lambda: epoch_id_steps(**inputs, first_position=first))
+        first = self.epoch_size * self.world.node // self.world.num_nodes
+        return shared_epoch_ids(self._shared, cache_dir, epoch_plan.id_inputs,
+                                lambda: epoch_plan.id_steps(first))
 
     def effective_block_size(self) -> int:
         """The shuffle block size, capped so one block's shards fit in ``cache_limit``."""

@@ -1,24 +1,22 @@
 """The epoch's sample ids: computed once per node, kept on disk, read per worker in slices.
 
 With ``random`` batching, the epoch order is the sample id at each position of the epoch
-(``order.exact.epoch_sample_ids``: the expensive part) dealt to devices by index arithmetic
-(``order.dealing``: cheap, per slot). With the ``index`` shuffle and whole-stream draws, the
-ids need no file at all: each is computed when a worker reads it (``IndexIds``).
-
-The first process of the node
-to need the ids computes them and publishes them as a checked file (``checked_file``); every
-process then memory-maps that file and each worker computes only its own slots, a chunk at a
-time (``WorkerOrder``), so nothing epoch-sized is built per process.
+(``EpochPlan.id_steps``: the expensive part) dealt to devices by index arithmetic
+(``EpochPlan.worker_share``: cheap, per slot); see ``streaming.order.plan``. This module is
+where the node keeps those ids. The first process of the node to need them computes them and
+publishes them as a checked file (``checked_file``); every process then memory-maps that file
+and each worker computes only its own slots, a chunk at a time, so nothing epoch-sized is built
+per process.
 
 The file is published as it is computed (``EpochIds``): the computation runs in a background
 thread of the process that started it, which writes each part of the ids as it becomes final
-(``order.exact.epoch_id_steps``) and records what is final in a small shared file (a head
+(``EpochPlan.id_steps``) and records what is final in a small shared file (a head
 ``[0, h)`` and a tail ``[b, s)``: in a multi-node job each node computes its own canonical
-rows first, from ``b``, see ``order.spans._py1e_rows``); a reader waits only for the positions
-it reads. If the computing process ends first, the next reader that needs more computes the
-ids again; a failure is reported to every reader. Once all are final, the progress file and
-the compute lock go (other epochs' idle ones are swept when an order starts): the node's
-shared directory does not grow with the epochs.
+rows first, from ``b``, see ``order.shuffles.py1e._py1e_rows``); a reader waits only for the
+positions it reads. If the computing process ends first, the next reader that needs more
+computes the ids again; a failure is reported to every reader. Once all are final, the
+progress file and the compute lock go (other epochs' idle ones are swept when an order starts):
+the node's shared directory does not grow with the epochs.
 
 The file is also a cache, ``order-<key>.ids`` in the set-up cache directory of the first
 stream's local directory (``cache_dirs.setup_cache_dir``: outside it, keyed by it), keyed by
@@ -53,84 +51,13 @@ from streaming.dataset.checked_file import (
 )
 from streaming.dataset.order_files import sweep_other_epochs
 from streaming.fileio import TEMP_SUFFIX, atomic_write, create_temp, publish, remove_quietly
-from streaming.order.dealing import ArrayDealing, Dealing
-from streaming.order.exact import dealing_of, final_ranges, newly_final, take_ids
-from streaming.order.indexed import NAME as INDEX_SHUFFLE
-from streaming.order.indexed import IndexOrder
-from streaming.order.memory import release
-from streaming.order.resample import whole_units
-from streaming.order.shuffle import SHUFFLES, BuiltinShuffle
-from streaming.order.spans import FinalParts
+from streaming.order import FinalParts, final_ranges, newly_final, release
 
-__all__ = ['EpochIds', 'IndexIds', 'WorkerOrder', 'exact_dealing', 'ids_inputs',
-           'lazy_index_ids', 'order_cache_enabled', 'shared_epoch_ids', 'wait_for_background']
+__all__ = ['EpochIds', 'order_cache_enabled', 'shared_epoch_ids', 'wait_for_background']
 
 _KEEP = 3  # Cached epoch orders kept per directory (the newest).
 _VERSION = 1  # Bump when the ids an input gives change.
 _STALE_TEMP_SECONDS = 3600  # A partial file this old was left by a process that died.
-
-
-_IDS_INPUTS = ('shard_sizes', 'shard_streams', 'stream_choose', 'epoch', 'seed', 'shuffle',
-               'shuffle_algo', 'num_canonical_nodes', 'sampling_method',
-               'sampling_granularity')
-
-
-def ids_inputs(params: dict[str, Any]) -> dict[str, Any]:
-    """The arguments of ``epoch_sample_ids`` among ``get_epoch_order``'s ``params``.
-
-    The dataset's ``params`` carry the block size in effect (``DatasetConfig.block_size``).
-    """
-    inputs = {name: params[name] for name in _IDS_INPUTS}
-    inputs['block_size'] = params['shuffle_block_size']
-    return inputs
-
-
-class IndexIds:
-    """The ``index`` shuffle's sample ids, computed as they are read: nothing epoch-sized.
-
-    Stands where an ``EpochIds`` would (``ids[positions]``, ``wait``, ``len``).
-    """
-
-    def __init__(self, order: IndexOrder) -> None:
-        self.ids = order
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def wait(self, count: int) -> None:
-        """Every id is ready: nothing to wait for."""
-
-    def wait_positions(self, positions: np.ndarray) -> None:
-        """Every id is ready: nothing to wait for."""
-
-
-def lazy_index_ids(inputs: dict[str, Any]) -> IndexIds | None:
-    """``IndexIds`` for ``ids_inputs`` that shuffle with ``index`` and draw streams whole.
-
-    None otherwise: a partial draw is the reference's, which costs O(samples).
-    """
-    fn = SHUFFLES.get(inputs['shuffle_algo'])
-    if not inputs['shuffle'] or not isinstance(fn, BuiltinShuffle) or fn.algo != INDEX_SHUFFLE:
-        return None
-    units = whole_units(inputs['shard_sizes'], inputs['shard_streams'], inputs['stream_choose'])
-    if units is None:
-        return None
-    sizes, first_ids = units
-    return IndexIds(IndexOrder(sizes, inputs['num_canonical_nodes'], inputs['seed'],
-                               inputs['epoch'], inputs['block_size'], unit_values=first_ids))
-
-
-def exact_dealing(params: dict[str, Any], num_samples: int) -> Dealing | ArrayDealing:
-    """Which epoch position each slot reads, for ``get_epoch_order``'s ``params``."""
-    return dealing_of(num_samples,
-                      partition_algo=params['partition_algo'],
-                      num_canonical_nodes=params['num_canonical_nodes'],
-                      num_physical_nodes=params['num_physical_nodes'],
-                      ranks_per_node=params['ranks_per_node'],
-                      workers_per_rank=params['workers_per_rank'],
-                      batch_size=params['batch_size'],
-                      sample_in_epoch=params['sample_in_epoch'],
-                      initial_physical_nodes=params['initial_physical_nodes'])
 
 
 def order_cache_enabled() -> bool:
@@ -450,38 +377,9 @@ def shared_epoch_ids(shared: SharedDir, cache_dir: str | None, inputs: dict[str,
                      steps: Callable[[], Iterator[np.ndarray | int]]) -> EpochIds:
     """The epoch's sample ids, computed at most once per node (see ``EpochIds``).
 
-    ``inputs`` are everything ``steps`` (``order.exact.epoch_id_steps``) depends on;
+    ``inputs`` are everything ``steps`` (``EpochPlan.id_steps``) depends on (``id_inputs``);
     ``cache_dir`` is where to keep the ids across runs (None: only in the node's shared
     directory, for this job).
     """
     key = digest({**inputs, 'version': _VERSION})
     return EpochIds(shared, cache_dir, f'order-{key.hex()[:32]}.ids', key, steps)
-
-
-class WorkerOrder:
-    """One worker's sample ids for the epoch (``-1``: none), produced a slice at a time.
-
-    Behaves as the 1-D array ``order[node, rank, worker].reshape(-1)`` for ``len`` and slices.
-    """
-
-    def __init__(self, ids: EpochIds | IndexIds, dealing: Dealing | ArrayDealing, node: int,
-                 rank: int, worker: int) -> None:
-        self.ids, self.dealing = ids, dealing
-        self.node, self.rank, self.worker = node, rank, worker
-
-    def __len__(self) -> int:
-        return self.dealing.slots_per_worker
-
-    def __getitem__(self, item: slice) -> np.ndarray:
-        if not isinstance(item, slice):
-            raise TypeError('WorkerOrder supports slices only')
-        start, stop, step = item.indices(len(self))
-        if step != 1:
-            raise TypeError('WorkerOrder supports slices with step 1 only')
-        positions = self.dealing.positions(self.node, self.rank, self.worker, start, stop)
-        self.ids.wait_positions(positions)
-        return take_ids(self.ids.ids, positions)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        out = self[:]
-        return out if dtype is None else out.astype(dtype)

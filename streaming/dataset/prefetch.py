@@ -53,7 +53,7 @@ import numpy as np
 from streaming.coord import Lease, SharedDir
 from streaming.dataset.cache import LOCAL, PREPARING, REMOTE, ShardCache
 from streaming.dataset.preload import preload_for_downloads
-from streaming.order.first_use import iter_first_uses, last_uses, sample_time
+from streaming.order import iter_first_uses, last_uses, sample_time
 from streaming.storage.download import in_parts
 from streaming.storage.meter import METER, Meter
 from streaming.storage.pacing import PACER, PACING_FIELDS

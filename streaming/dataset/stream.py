@@ -139,7 +139,7 @@ class Stream:
         afterwards, so an override decides how many samples each stream gives per epoch.
         """
         # The order package owns the arithmetic.
-        from streaming.order.sampling import apply_weights, stream_proportions
+        from streaming.order import apply_weights, stream_proportions
         cls.validate_weights(streams)
         given = [getattr(s, 'weights_given', None) or
                  {k: getattr(s, k, None) for k in ('proportion', 'repeat', 'choose')}

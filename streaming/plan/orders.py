@@ -14,7 +14,7 @@ import numpy as np
 
 from streaming.dataset.cache import ShardCache
 from streaming.order import apply_weights, default_num_canonical_nodes, get_epoch_order
-from streaming.order.shuffle import default_shuffle_block_size, shuffle_traits
+from streaming.order.shuffles import default_shuffle_block_size, shuffle_traits
 from streaming.plan.inputs import DatasetShape, RunSettings
 
 __all__ = ['NodeSteps', 'block_size_in_effect', 'canonical_nodes', 'epoch_orders', 'node_steps']

@@ -17,8 +17,8 @@ import pytest
 
 from streaming.cli.cost import estimate
 from streaming.dataset.cache import samples_that_fit
-from streaming.order.epoch import get_epoch_order
-from streaming.order.shuffle import default_num_canonical_nodes, default_shuffle_block_size
+from streaming.order.plan import get_epoch_order
+from streaming.order.shuffles import default_num_canonical_nodes, default_shuffle_block_size
 
 
 def _shards(samples: list[int]) -> list[dict]:

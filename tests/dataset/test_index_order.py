@@ -15,8 +15,7 @@ import os
 import pytest
 
 from streaming import StreamingDataset
-from streaming.dataset import order_store
-from streaming.dataset.order_store import IndexIds
+from streaming.order import EpochPlan, IndexIds, plan
 from tests.dataset.conftest import write_ids
 from tests.dataset.launch import global_batches, run_runs
 
@@ -38,13 +37,10 @@ def test_lazy_ids_are_the_engines_ids(remote, tmp_path, monkeypatch, epoch_size)
     kwargs = dict(remote=remote, batch_size=4, shuffle=True, shuffle_algo='index',
                   shuffle_block_size=100, num_canonical_nodes=2, epoch_size=epoch_size)
     lazy = StreamingDataset(local=str(tmp_path / 'a'), **kwargs)
-    params = lazy._order_params(0, 0, lazy.world.with_worker())
-    ids = lazy._epoch_ids(params)
+    ids = lazy._epoch_ids(plan(lazy._spec(0, 0, lazy.world.with_worker())))
     assert isinstance(ids, IndexIds) == (epoch_size != 700)  # 700: a partial, random draw.
     got = _epochs(lazy)
-    monkeypatch.setattr(order_store, 'lazy_index_ids', lambda inputs: None)
-    from streaming.dataset import dataset as dataset_module
-    monkeypatch.setattr(dataset_module, 'lazy_index_ids', lambda inputs: None)
+    monkeypatch.setattr(EpochPlan, 'lazy_ids', lambda self: None)
     whole = StreamingDataset(local=str(tmp_path / 'b'), **kwargs)
     assert _epochs(whole) == got
     total = epoch_size or NUM_SAMPLES

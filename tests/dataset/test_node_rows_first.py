@@ -16,7 +16,7 @@ import pytest
 from streaming.coord import SharedDir
 from streaming.dataset.checked_file import verify_checked
 from streaming.dataset.order_store import shared_epoch_ids, wait_for_background
-from streaming.order.exact import epoch_id_steps, epoch_sample_ids, final_ranges
+from streaming.order.ids import epoch_id_steps, epoch_sample_ids, final_ranges
 
 
 def _inputs(rows: int, algo: str = 'py1e') -> dict:

@@ -27,7 +27,7 @@ from streaming.dataset.order_store import shared_epoch_ids, wait_for_background
 from streaming.dataset.stream import Stream
 from streaming.format.index import read_index_bytes
 from streaming.order import get_epoch_order
-from streaming.order.exact import epoch_id_steps, epoch_sample_ids
+from streaming.order.ids import epoch_id_steps, epoch_sample_ids
 from tests.dataset.conftest import write_ids
 from tests.oracle.zygote import zygote
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from streaming.order import apply_weights, global_batches
-from streaming.order.exact_batching import stratified_counts
+from streaming.order.batching import stratified_counts
 from tests.order.helpers import batch_multisets, order, topologies
 
 SIZES = np.array([12, 9, 15, 10, 8, 14, 6, 11])  # stream 0: 46 samples, stream 1: 39

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streaming.order import memory, spans
-from streaming.order.shuffle import shuffle_positions
+from streaming.order import memory
+from streaming.order.shuffles import py1e, shuffle_positions
+from streaming.order.shuffles import rows as spans
 
 
 def _plain_py1e(sizes: np.ndarray, rows: int, seed: int, epoch: int, block: int) -> np.ndarray:
@@ -19,7 +20,7 @@ def _plain_py1e(sizes: np.ndarray, rows: int, seed: int, epoch: int, block: int)
     begin = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     order = run_rng.permutation(len(sizes))
     cut = spans.permute_rows(spans.cut_rows(begin[order], sizes[order], rows), epoch_rng)
-    ids = spans._ragged_arange(cut.begin, cut.length)
+    ids = spans.ragged_arange(cut.begin, cut.length)
     out, start = [], 0
     for row in range(cut.num_rows):
         lengths = cut.length[cut.row(row)]
@@ -62,7 +63,7 @@ def test_epoch_sized_arrays_live_in_their_own_map_and_hold_the_same_ids():
     assert mapped(big) and big.flags.writeable
     assert (len(big), big.dtype) == (count, np.int32)
     begin, length = np.array([7, 0, 500]), np.array([count - 5, 0, 5])
-    ids = spans._ragged_arange(begin, length, np.int32)
+    ids = spans.ragged_arange(begin, length, np.int32)
     assert mapped(ids)
     assert np.array_equal(ids, np.concatenate([np.arange(7, 7 + count - 5), np.arange(500, 505)]))
 
@@ -107,10 +108,10 @@ def test_fisher_yates_pass_draws_as_the_shuffles_it_stands_for() -> None:
         plain.shuffle(ids)
         want.append(ids)
     rng = np.random.default_rng(11)
-    kept, state = spans._fisher_yates_pass(begin, lengths, 3_004, rng, np.int32)
+    kept, state = py1e._fisher_yates_pass(begin, lengths, 3_004, rng, np.int32)
     assert len(kept) == 3 and all(np.array_equal(a, b) for a, b in zip(kept, want))
     assert rng.bit_generator.state == plain.bit_generator.state
-    replayed = list(spans._replayed_spans(begin[3:], lengths[3:], state, rng, np.int32))
+    replayed = list(py1e._replayed_spans(begin[3:], lengths[3:], state, rng, np.int32))
     assert all(np.array_equal(a, b) for a, b in zip(replayed, want[3:]))
 
 
@@ -118,9 +119,9 @@ def test_shuffle_each_same_permutation_widened_or_in_place(monkeypatch) -> None:
     lengths = np.array([4, 9_000, 1, 30_000])
     ids = np.arange(int(lengths.sum()), dtype=np.int32)
     widened, in_place = ids.copy(), ids.copy()
-    spans._shuffle_each(widened, lengths, np.random.default_rng(3))
+    spans.shuffle_each(widened, lengths, np.random.default_rng(3))
     monkeypatch.setattr(spans, '_WIDEN_MAX', 10_000)  # The 30k span is shuffled in place.
-    spans._shuffle_each(in_place, lengths, np.random.default_rng(3))
+    spans.shuffle_each(in_place, lengths, np.random.default_rng(3))
     plain = ids.copy()
     rng, start = np.random.default_rng(3), 0
     for length in lengths.tolist():

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.order import get_shuffle
-from streaming.order.indexed import IndexOrder, feistel_permute
 from streaming.order.resample import resample, whole_units
-from streaming.order.shuffle import shuffle_positions
+from streaming.order.shuffles import shuffle_positions
+from streaming.order.shuffles.index import IndexOrder, feistel_permute
 
 
 @settings(max_examples=60, deadline=None)

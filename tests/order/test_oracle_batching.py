@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streaming.order.shuffle import shuffle_positions
+from streaming.order.shuffles import shuffle_positions
 from tests.order.oracle_cases import run_reference_order, work_cases, work_outcome
 
 METHODS = ('stratified', 'per_stream', 'device_per_stream')

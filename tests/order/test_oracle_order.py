@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streaming.order.dealing import deal_positions
+from streaming.order.partition import deal_positions
 from streaming.order.resample import choose_per_shard
-from streaming.order.shuffle import shuffle_positions
+from streaming.order.shuffles import shuffle_positions
 from tests.order.oracle_cases import run_reference_order, work_cases, work_outcome
 
 EXACT_ALGOS = ('naive', 'py1e', 'py1s', 'py2s')

@@ -66,9 +66,9 @@ def reference(data_dir) -> dict[str, list[dict]]:
 def registered(request):
     """``mine`` registered in our tables one way or the other; removed afterwards."""
     from streaming.base import batching, partition, shuffle
-    from streaming.dataset.work import BuiltinBatching
     from streaming.order import register_shuffle, unregister_shuffle
-    from streaming.order.dealing import PARTITIONS, register_partition
+    from streaming.order.batching import BuiltinBatching
+    from streaming.order.partition import PARTITIONS, register_partition
     if request.param == 'reference tables':
         custom_order.install()
     else:

@@ -17,7 +17,7 @@ from streaming.order import (
     shuffle_traits,
     unregister_shuffle,
 )
-from streaming.order.shuffle import shuffle_entry
+from streaming.order.shuffles import shuffle_entry
 
 SIZES = np.array([10, 10, 10, 10])
 
@@ -153,7 +153,7 @@ def test_a_new_shuffle_serves_every_batching_method(registered, method: str) -> 
 def test_partition_table_is_shared_and_checked() -> None:
     from streaming.base import partition
     from streaming.order import PARTITIONS, check_partition
-    from streaming.order.dealing import register_partition
+    from streaming.order.partition import register_partition
     assert partition.algos is PARTITIONS
     with pytest.raises(ValueError, match='built in'):
         register_partition('orig', lambda *args: None)

@@ -14,9 +14,9 @@ import itertools
 import numpy as np
 import pytest
 
-from streaming.order import dealing, spans
-from streaming.order.dealing import Dealing
-from streaming.order.shuffle import shuffle_positions
+from streaming.order import partition
+from streaming.order.partition import Dealing
+from streaming.order.shuffles import py1e, shuffle_positions
 
 SHAPES = list(itertools.product(
     ['orig', 'relaxed'], [7, 100, 1001], [1, 4, 6], [1, 2, 3], [1, 3], [1, 2], [1, 4],
@@ -39,9 +39,9 @@ def test_whole_array_dealing_equals_the_per_slot_arithmetic(
             fast[shape] = Dealing(*shape).full()
         except ValueError:
             continue
-    monkeypatch.setattr(dealing, '_READ_ORDER_MAX', 0)
+    monkeypatch.setattr(partition, '_READ_ORDER_MAX', 0)
     for chunk in (1 << 22, 5):  # Whole and in many chunks.
-        monkeypatch.setattr(dealing, '_CHUNK', chunk)
+        monkeypatch.setattr(partition, '_CHUNK', chunk)
         for shape, got in fast.items():
             deal = Dealing(*shape)
             assert np.array_equal(got, _per_worker(deal)), shape
@@ -58,9 +58,9 @@ def test_short_py1e_rows_shuffle_as_the_windowed_rows_do(monkeypatch: pytest.Mon
         sizes = rng.integers(0, 400, int(rng.integers(1, 20)))
         canonical = int(rng.integers(1, 60))
         block = int(rng.choice([2, 7, 100, 1 << 18]))
-        monkeypatch.setattr(spans, '_SMALL_ROW', 1 << 16)
+        monkeypatch.setattr(py1e, '_SMALL_ROW', 1 << 16)
         whole = shuffle_positions('py1e', sizes, canonical, seed, 1, block)
-        monkeypatch.setattr(spans, '_SMALL_ROW', -1)
+        monkeypatch.setattr(py1e, '_SMALL_ROW', -1)
         windowed = shuffle_positions('py1e', sizes, canonical, seed, 1, block)
         assert whole.dtype == windowed.dtype
         assert np.array_equal(whole, windowed), (sizes, canonical, block)

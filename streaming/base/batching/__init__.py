@@ -1,6 +1,6 @@
 """The reference's ``streaming.base.batching``: each worker's sample ids, by batching method.
 
-``batching_methods`` is the dataset's batching table itself (``streaming.dataset.work``):
+``batching_methods`` is the dataset's batching table itself (``streaming.order.batching``):
 ``batching_methods['mine'] = fn``, with the reference's signature ``fn(dataset, world, epoch,
 sample_in_epoch) -> ids`` (``world`` a ``streaming.base.world.World``), makes
 ``StreamingDataset(batching_method='mine')`` use ``fn``, as in the reference. The built-ins are
@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streaming.base.world import World
-from streaming.dataset.work import BATCHING, set_world_adapter
+from streaming.order import BATCHING, set_world_adapter
 
 if TYPE_CHECKING:
     from streaming.dataset.dataset import StreamingDataset

@@ -1,6 +1,6 @@
 """The reference's ``streaming.base.partition``: sample positions dealt to devices and workers.
 
-``algos`` is the order engine's partition table itself (``streaming.order.dealing.PARTITIONS``):
+``algos`` is the order engine's partition table itself (``streaming.order.partition.PARTITIONS``):
 ``algos['mine'] = fn``, with the reference's signature ``fn(num_samples, num_canonical_nodes,
 num_physical_nodes, ranks_per_node, workers_per_rank, batch_size, drop_first,
 initial_physical_nodes) -> positions``, makes ``StreamingDataset(partition_algo='mine')`` deal
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming.order.dealing import PARTITIONS
+from streaming.order.partition import PARTITIONS
 
 __all__ = ['algos', 'get_partitions', 'get_partitions_orig', 'get_partitions_relaxed']
 

@@ -1,11 +1,11 @@
 """The reference's ``streaming.base.shuffle``: one epoch's permutation of sample positions.
 
-``algos`` is the order engine's shuffle table itself (``streaming.order.shuffle.SHUFFLES``):
+``algos`` is the order engine's shuffle table itself (``streaming.order.shuffles.SHUFFLES``):
 ``algos['mine'] = fn``, with the reference's signature ``fn(shard_sizes, num_canonical_nodes,
 seed, epoch, block_size) -> positions``, makes ``StreamingDataset(shuffle_algo='mine')`` use
 ``fn``, as in the reference. The built-ins are the reference's permutations exactly
-(``streaming.order.spans``); ``py1b`` (which the reference dropped) and ``index``
-(``streaming.order.indexed``) are ours.
+(``streaming.order.shuffles.py1e`` and its siblings); ``py1b`` (which the reference dropped)
+and ``index`` are ours.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from streaming.order.shuffle import SHUFFLES
+from streaming.order.shuffles import MIN_SHUFFLE_BLOCK_SIZE, SHUFFLES
 
 __all__ = ['algos', 'get_shuffle', 'get_shuffle_naive', 'get_shuffle_py1br', 'get_shuffle_py1e',
            'get_shuffle_py1s', 'get_shuffle_py2s']
@@ -27,7 +27,7 @@ get_shuffle_py2s = SHUFFLES['py2s']
 
 
 def get_shuffle(algo: str, shard_sizes: NDArray[np.int64], num_canonical_nodes: int, seed: int,
-                epoch: int, block_size: int = 1 << 18) -> NDArray[np.int64]:
+                epoch: int, block_size: int = MIN_SHUFFLE_BLOCK_SIZE) -> NDArray[np.int64]:
     """The permutation of one epoch's sample positions by the shuffle named ``algo``."""
     if algo not in algos:
         raise ValueError(f'Unknown shuffle algorithm {algo!r}; expected one of {list(algos)}.')

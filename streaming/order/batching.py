@@ -1,8 +1,8 @@
-"""The reference's ``stratified``, ``per_stream`` and ``device_per_stream`` batching, exactly.
+"""Batching methods: the reference's ``stratified``, ``per_stream``, ``device_per_stream``, exactly.
 
 Each stream is resampled on its own, its positions dealt to a topology that depends on the
 method and, when shuffling, shuffled with the block size scaled by the stream's proportion,
-``int(block_size * proportion)`` (``exact.dealt_ids``); the methods then combine the streams:
+``int(block_size * proportion)`` (``ids.dealt_ids``); the methods then combine the streams:
 
 * ``stratified``: every global batch takes ``int(proportion * global batch)`` samples from each
   stream, the shortfall one each to the streams with the largest fractional parts (ties to the
@@ -20,19 +20,33 @@ method and, when shuffling, shuffled with the block size scaled by the stream's 
 The origins are shuffled by ``default_rng(seed + epoch)`` when shuffling with ``balanced``
 sampling, else ``default_rng(seed)`` (also unshuffled). Then the first ``sample_in_epoch //
 global batch`` global batches are skipped and -1 batches pad the rest to whole rounds of workers.
+``random`` is the epoch's ids dealt whole (``ids``).
+
+``BATCHING`` maps a name to ``fn(dataset, world, epoch, sample_in_epoch) -> ids`` of shape
+``(nodes, ranks, workers, batches, batch_size)`` (-1: none), as the reference's
+``generate_work`` functions; ``streaming.base.batching.batching_methods`` is this dict object, so
+a method put there is used by ``StreamingDataset(batching_method=name)``. The four built-ins are
+``BuiltinBatching`` entries: ``plan`` runs them itself (and, for ``random``, a worker computes
+only its own slots). A registered method is called with the reference's ``World``
+(``streaming.base.world.World``, installed by that module through ``set_world_adapter``: this
+layer cannot import it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
-from streaming.order.exact import dealt_ids
+from streaming.order.ids import dealt_ids
 from streaming.order.resample import resample
-from streaming.order.shuffle import shuffle_traits
+from streaming.order.shuffles import shuffle_traits
+from streaming.order.table import AlgorithmTable, Builtin
 
-__all__ = ['BATCHING_METHODS', 'StreamRun', 'exact_stream_batching', 'stratified_counts']
+__all__ = ['BATCHING', 'BATCHING_METHODS', 'BatchingFn', 'BuiltinBatching', 'StreamRun',
+           'batching_fn', 'reference_world', 'set_world_adapter', 'stratified_counts',
+           'stream_batching']
 
 BATCHING_METHODS = ('random', 'stratified', 'per_stream', 'device_per_stream')
 
@@ -180,7 +194,7 @@ def _device_per_stream(run: StreamRun, num_nodes: int, batch_size: int,
     return nodes.reshape(-1, global_batch)
 
 
-def exact_stream_batching(method: str, run: StreamRun, *, num_physical_nodes: int,
+def stream_batching(method: str, run: StreamRun, *, num_physical_nodes: int,
                           batch_size: int, sample_in_epoch: int) -> np.ndarray:
     """Sample ids ``(nodes, ranks, workers, batches per worker, batch)``, -1 for none."""
     global_batch = num_physical_nodes * run.ranks_per_node * batch_size
@@ -196,3 +210,56 @@ def exact_stream_batching(method: str, run: StreamRun, *, num_physical_nodes: in
     batches = np.concatenate([batches.astype(np.int64, copy=False), padding])
     return batches.reshape(-1, workers, num_physical_nodes, run.ranks_per_node,
                            batch_size).transpose(2, 3, 1, 0, 4)
+
+
+# ---- the batching table ----------------------------------------------------------------------
+BatchingFn = Callable[[Any, Any, int, int], np.ndarray]
+
+
+class BuiltinBatching(Builtin):
+    """A built-in method: callable with the reference's signature (the dataset's own order).
+
+    ``dataset`` is a ``StreamingDataset`` (not imported here: it imports this module).
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.__name__ = self.__qualname__ = f'generate_work_{name}_batching'
+        self.__doc__ = (f"The epoch's ``(nodes, ranks, workers, batches, batch_size)`` sample ids "
+                        f'with ``batching_method={name!r}`` (-1: none).')
+
+    @property
+    def method(self) -> str:
+        """The name, as batching methods call it."""
+        return self.name
+
+    def __call__(self, dataset: Any, world: Any, epoch: int,
+                 sample_in_epoch: int) -> np.ndarray:
+        ours = world.to_world() if hasattr(world, 'to_world') else world
+        return dataset._epoch_order(epoch, sample_in_epoch, ours, batching_method=self.name,
+                                    builtin=True)
+
+
+# The batching table; ``streaming.base.batching.batching_methods`` is this object.
+BATCHING = AlgorithmTable('batching_method', 'batching method',
+                          map(BuiltinBatching, BATCHING_METHODS))
+_adapter: list[Callable[[Any], Any]] = []
+
+
+def set_world_adapter(adapter: Callable[[Any], Any]) -> None:
+    """How a registered method receives the world (the reference's ``World.from_world``)."""
+    with BATCHING.lock:
+        _adapter[:] = [adapter]
+
+
+def batching_fn(method: str) -> BatchingFn:
+    """The method registered as ``method``; ValueError naming ``batching_method`` otherwise."""
+    return BATCHING.lookup(method)
+
+
+def reference_world(world: Any) -> Any:
+    """``world`` (a ``streaming.World``) as a registered method expects it."""
+    if not _adapter:
+        raise ValueError('a registered batching method needs streaming.base.batching imported '
+                         '(register it through streaming.base.batching.batching_methods)')
+    return _adapter[0](world)

@@ -1,4 +1,4 @@
-"""The reference's partition of epoch positions over devices (``orig`` and ``relaxed``), exactly.
+"""Partitions: the reference's dealing of positions to devices (``orig``, ``relaxed``), exactly.
 
 An epoch of ``N`` positions is cut into ``C`` canonical-node rows (row ``c`` is positions
 ``N * c // C`` up to ``N * (c + 1) // C``). Rows are made equally long, ``ceil(N / C)``, by
@@ -22,13 +22,12 @@ unless the whole array is asked for (``deal_positions``).
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 
-from streaming.order.checks import check_choice
+from streaming.order.table import AlgorithmTable, Builtin
 
 __all__ = ['BuiltinPartition', 'Dealing', 'PARTITIONS', 'PartitionFn', 'check_partition',
            'deal_positions', 'dealing_for', 'global_batches', 'register_partition']
@@ -318,15 +317,13 @@ class ArrayDealing:
 PartitionFn = Callable[..., np.ndarray]
 
 
-class BuiltinPartition:
+class BuiltinPartition(Builtin):
     """``orig`` or ``relaxed``: callable with the reference's signature.
 
     The engine uses ``Dealing`` (per-slot index arithmetic) for them instead of calling them.
     """
 
-    def __init__(self, algo: str) -> None:
-        self.algo = algo
-        self.__name__ = self.__qualname__ = f'get_partitions_{algo}'
+    prefix = 'get_partitions_'
 
     def __call__(self, num_samples: int, num_canonical_nodes: int, num_physical_nodes: int,
                  ranks_per_node: int, workers_per_rank: int, batch_size: int,
@@ -334,27 +331,19 @@ class BuiltinPartition:
         if num_samples <= drop_first:
             raise ValueError(f'drop_first ({drop_first}) must be less than num_samples '
                              f'({num_samples}).')
-        return Dealing(self.algo, num_samples, num_canonical_nodes, num_physical_nodes,
+        return Dealing(self.name, num_samples, num_canonical_nodes, num_physical_nodes,
                        ranks_per_node, workers_per_rank, batch_size, drop_first,
                        initial_physical_nodes).full()
 
-    def __reduce__(self) -> tuple:
-        return BuiltinPartition, (self.algo,)
 
-
-BUILTIN_PARTITIONS = ('orig', 'relaxed')
-# The partition table; ``streaming.base.partition.algos`` is this dict object.
-PARTITIONS: dict[str, PartitionFn] = {name: BuiltinPartition(name) for name in BUILTIN_PARTITIONS}
-_lock = threading.Lock()
+# The partition table; ``streaming.base.partition.algos`` is this object.
+PARTITIONS = AlgorithmTable('partition_algo', 'partition',
+                            map(BuiltinPartition, ('orig', 'relaxed')))
 
 
 def register_partition(name: str, fn: PartitionFn) -> PartitionFn:
     """Make ``partition_algo=name`` use ``fn`` (the same as ``streaming.base.partition.algos``)."""
-    if name in BUILTIN_PARTITIONS:
-        raise ValueError(f'register_partition: {name!r} is built in and cannot be replaced')
-    with _lock:
-        PARTITIONS[name] = fn
-    return fn
+    return PARTITIONS.add('register_partition', name, fn)
 
 
 def check_partition(*, partition_algo: str, num_canonical_nodes: int, num_physical_nodes: int,
@@ -366,13 +355,12 @@ def check_partition(*, partition_algo: str, num_canonical_nodes: int, num_physic
     when resuming a run that started on ``initial_physical_nodes`` nodes (same global batches,
     less download locality). A registered partition is left to decide for itself.
     """
-    check_choice('partition_algo', partition_algo, tuple(PARTITIONS))
-    if not isinstance(PARTITIONS[partition_algo], BuiltinPartition):
+    if not PARTITIONS.is_builtin(partition_algo):
         return
     canonical, physical = num_canonical_nodes, num_physical_nodes
     if canonical % physical == 0 or physical % canonical == 0:
         return
-    if PARTITIONS[partition_algo].algo == 'relaxed' and initial_physical_nodes is not None:
+    if PARTITIONS[partition_algo].name == 'relaxed' and initial_physical_nodes is not None:
         return
     raise ValueError(
         f'num_canonical_nodes ({canonical}) and num_physical_nodes ({physical}) must divide one '
@@ -386,10 +374,9 @@ def dealing_for(partition_algo: str, num_samples: int, num_canonical_nodes: int,
                 batch_size: int, drop_first: int = 0,
                 initial_physical_nodes: int | None = None) -> Dealing | ArrayDealing:
     """Which epoch position each slot reads, by the partition registered as ``partition_algo``."""
-    check_choice('partition_algo', partition_algo, tuple(PARTITIONS))
-    fn = PARTITIONS[partition_algo]
+    fn = PARTITIONS.lookup(partition_algo)
     if isinstance(fn, BuiltinPartition):
-        return Dealing(fn.algo, num_samples, num_canonical_nodes, num_physical_nodes,
+        return Dealing(fn.name, num_samples, num_canonical_nodes, num_physical_nodes,
                        ranks_per_node, workers_per_rank, batch_size, drop_first,
                        initial_physical_nodes)
     return ArrayDealing(partition_algo, fn(num_samples, num_canonical_nodes, num_physical_nodes,

@@ -1,14 +1,14 @@
-"""One epoch's order with ``random`` batching, sample for sample the reference's.
+"""The epoch's sample ids: each shard's draw, shuffled (the expensive half), then dealt.
 
-The epoch's big ids (see ``resample``) are dealt to devices as positions (``dealing``); when
-shuffling, position ``p`` reads big id ``shuffle[p]`` (``spans``); big ids then map to sample
-ids. This is the composition the reference's ``random`` batching performs, and, stream by
-stream, what its other batching methods start from (``exact_batching``).
+The epoch's big ids (see ``resample``) are dealt to devices as positions (``partition``); when
+shuffling, position ``p`` reads big id ``shuffle[p]`` (``shuffles``); big ids then map to sample
+ids. This is the reference's ``random`` batching, and, stream by stream, what its other
+batching methods start from (``batching``).
 
 It is split in two so that the expensive half can be kept and reused: ``epoch_sample_ids``
 (the sample id at each position of the epoch: depends on the data, seed, epoch and shuffle,
-not on the topology or on where the epoch resumes) and ``deal_ids`` (those ids dealt to
-nodes, ranks, workers and batches, a chunk at a time).
+not on the topology or on where the epoch resumes) and ``deal_ids`` / ``dealt_array`` (those
+ids dealt to nodes, ranks, workers and batches, a chunk at a time).
 """
 
 from __future__ import annotations
@@ -17,14 +17,13 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from streaming.order.dealing import ArrayDealing, Dealing, deal_positions, dealing_for
+from streaming.order.partition import ArrayDealing, Dealing, deal_positions
 from streaming.order.resample import Resampled, resample
-from streaming.order.shuffle import shuffle_positions, shuffle_steps
-from streaming.order.spans import FinalParts
+from streaming.order.shuffles import shuffle_positions, shuffle_steps
+from streaming.order.shuffles.rows import FinalParts
 
-__all__ = ['deal_ids', 'dealing_of', 'dealt_array', 'dealt_ids', 'epoch_id_steps', 'final_ranges',
-           'newly_final',
-           'epoch_sample_ids', 'random_order', 'take_ids']
+__all__ = ['deal_ids', 'dealt_array', 'dealt_ids', 'epoch_id_steps', 'epoch_sample_ids',
+           'final_ranges', 'newly_final', 'take_ids']
 
 _CHUNK = 1 << 22  # Elements gathered at a time.
 
@@ -48,7 +47,7 @@ def epoch_id_steps(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
                    first_position: int = 0) -> Iterator[np.ndarray | FinalParts]:
     """``epoch_sample_ids`` a part at a time.
 
-    Yields the array, then what is final (``spans.FinalParts``), as parts become final (the
+    Yields the array, then what is final (``rows.FinalParts``), as parts become final (the
     last yield is all of them). With ``py1e``, the first positions are final once a window of
     the first row is sorted, long before the rest of the epoch; the row holding
     ``first_position`` (not an input of the ids: only the order of the work) comes first.
@@ -109,16 +108,6 @@ def newly_final(before: FinalParts, after: FinalParts) -> list[tuple[int, int]]:
     return out
 
 
-def dealing_of(num_samples: int, *, partition_algo: str, num_canonical_nodes: int,
-               num_physical_nodes: int, ranks_per_node: int, workers_per_rank: int,
-               batch_size: int, sample_in_epoch: int,
-               initial_physical_nodes: int | None) -> Dealing | ArrayDealing:
-    """Which epoch position each device slot reads (see ``dealing``)."""
-    return dealing_for(partition_algo, num_samples, num_canonical_nodes, num_physical_nodes,
-                       ranks_per_node, workers_per_rank, batch_size, sample_in_epoch,
-                       initial_physical_nodes)
-
-
 def deal_ids(ids: np.ndarray, dealing: Dealing | ArrayDealing,
              chunk: int = _CHUNK) -> Iterator[tuple[tuple[int, int, int], int, np.ndarray]]:
     """``((node, rank, worker), first slot, sample ids)`` in the order of the dealt array.
@@ -164,29 +153,6 @@ def dealt_ids(drawn: Resampled, *, shuffle: bool, shuffle_algo: str, block_size:
         valid = order >= 0
         order[valid] = permutation[order[valid]]
     return drawn.to_small(order)
-
-
-def random_order(*, shard_sizes: np.ndarray, shard_streams: np.ndarray,
-                 stream_choose: np.ndarray, epoch: int, seed: int, shuffle: bool,
-                 shuffle_algo: str, block_size: int, num_canonical_nodes: int,
-                 partition_algo: str, num_physical_nodes: int, ranks_per_node: int,
-                 workers_per_rank: int, batch_size: int, sampling_method: str,
-                 sampling_granularity: int, sample_in_epoch: int,
-                 initial_physical_nodes: int | None) -> np.ndarray:
-    """Sample ids ``(nodes, ranks, workers, batches per worker, batch)``, -1 for none."""
-    ids = epoch_sample_ids(shard_sizes=shard_sizes, shard_streams=shard_streams,
-                           stream_choose=stream_choose, epoch=epoch, seed=seed, shuffle=shuffle,
-                           shuffle_algo=shuffle_algo, block_size=block_size,
-                           num_canonical_nodes=num_canonical_nodes,
-                           sampling_method=sampling_method,
-                           sampling_granularity=sampling_granularity)
-    dealing = dealing_of(len(ids), partition_algo=partition_algo,
-                         num_canonical_nodes=num_canonical_nodes,
-                         num_physical_nodes=num_physical_nodes, ranks_per_node=ranks_per_node,
-                         workers_per_rank=workers_per_rank, batch_size=batch_size,
-                         sample_in_epoch=sample_in_epoch,
-                         initial_physical_nodes=initial_physical_nodes)
-    return dealt_array(ids, dealing)
 
 
 def dealt_array(ids: np.ndarray, dealing: Dealing | ArrayDealing) -> np.ndarray:

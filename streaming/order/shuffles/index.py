@@ -27,9 +27,9 @@ from typing import Iterator
 import numpy as np
 
 from streaming.order.memory import fresh_array
-from streaming.order.spans import cut_rows, id_dtype, permute_rows
+from streaming.order.shuffles.rows import FinalParts, cut_rows, id_dtype, permute_rows
 
-__all__ = ['NAME', 'IndexOrder', 'feistel_permute', 'index_steps']
+__all__ = ['NAME', 'IndexOrder', 'feistel_permute', 'steps']
 
 NAME = 'index'
 _ROUNDS = 4
@@ -128,8 +128,8 @@ class IndexOrder:
         return self.at(positions)
 
 
-def index_steps(unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int, epoch: int,
-                block_size: int) -> Iterator[np.ndarray | int]:
+def steps(unit_sizes: np.ndarray, num_canonical_nodes: int, seed: int, epoch: int,
+          block_size: int, first_position: int = 0) -> Iterator[np.ndarray | FinalParts]:
     """The whole epoch's positions, a chunk at a time (the registry's incremental form)."""
     order = IndexOrder(unit_sizes, num_canonical_nodes, seed, epoch, block_size)
     total = len(order)
