@@ -48,19 +48,28 @@ class _Orig:
             warnings.warn(f'an epoch of {num_samples} samples over {num_rows} canonical nodes: '
                           'as in the reference, row c reads sample c % samples, so samples '
                           'repeat; use fewer canonical nodes', stacklevel=5)
-            self.width, columns = 1, np.zeros(0, np.int64)
+            self.width = 1
         else:
             self.width = -(-num_samples // num_rows)
-            padding = -self.width % (nodes // num_rows) if num_rows < nodes else 0
-            columns = (np.arange(padding, dtype=np.int64) + self.width - padding
-                       - nodes // max(num_rows, 1) + 1) % self.width
+        # More physical than canonical nodes: each row is padded to a multiple of the nodes a
+        # row is dealt to, with copies of its columns (a row of one column pads with itself).
+        padding = -self.width % (nodes // num_rows) if num_rows < nodes else 0
+        columns = (np.arange(padding, dtype=np.int64) + self.width - padding
+                   - nodes // max(num_rows, 1) + 1) % self.width
         self.columns = columns  # Row columns past ``width``: copies of these columns.
         bounds = np.arange(num_rows + 1, dtype=np.int64) * num_samples // max(num_rows, 1)
         self.row_start, self.row_last = bounds[:-1], bounds[1:] - bounds[:-1] - 1
         # A short epoch's rows, read in turn, as one array: a slot's position is then one
         # lookup instead of a division and two table lookups per slot.
         self.read_order: np.ndarray | None = None
-        if not self.few and num_rows * (self.width + len(columns)) <= _READ_ORDER_MAX:
+        if self.width == 1 and len(columns) and num_samples:
+            # Rows of one sample dealt to more nodes than rows: the reference pads the epoch
+            # as a whole, wrapping around it (row c, column j reads (c * width + j) % samples).
+            padded = 1 + len(columns)
+            self.read_order = ((np.arange(num_rows, dtype=np.int64)[None, :] * padded
+                                + np.arange(padded, dtype=np.int64)[:, None])
+                               % num_samples).reshape(-1)
+        elif not self.few and num_rows * (self.width + len(columns)) <= _READ_ORDER_MAX:
             row_columns = np.concatenate([np.arange(self.width, dtype=np.int64), columns])
             self.read_order = (np.minimum(row_columns[:, None], self.row_last[None, :])
                                + self.row_start[None, :]).reshape(-1)

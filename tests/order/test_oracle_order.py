@@ -67,6 +67,15 @@ def _partition_cases() -> list[dict]:
                       'batch_size': global_batch // (nodes * ranks),
                       'drop_first': int(rng.integers(0, samples)) if rng.random() < 0.5 else 0,
                       'initial_physical_nodes': initial})
+    # Epochs of one sample a row or fewer, dealt to more nodes than rows: the reference pads
+    # the epoch as a whole, wrapping around it.
+    for samples, canonical, nodes in [(1, 1, 2), (1, 2, 4), (2, 2, 4), (3, 3, 6), (3, 4, 8),
+                                      (4, 4, 8)]:
+        for ranks, workers, batch in [(1, 1, 1), (2, 1, 3), (1, 2, 3), (2, 2, 1)]:
+            cases.append({'kind': 'partition', 'algo': 'orig', 'num_samples': samples,
+                          'num_canonical_nodes': canonical, 'num_physical_nodes': nodes,
+                          'ranks_per_node': ranks, 'workers_per_rank': workers,
+                          'batch_size': batch, 'drop_first': 0})
     return cases
 
 

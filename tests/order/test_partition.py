@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from streaming.order import check_partition
@@ -73,6 +73,7 @@ def test_every_sample_exactly_once_when_no_padding_is_needed(algo: str) -> None:
        canonical=st.sampled_from([1, 2, 3, 4, 6]), ranks=st.integers(1, 3),
        workers=st.integers(0, 3), batch=st.integers(1, 5), nodes_index=st.integers(0, 3),
        algo=st.sampled_from(['py1e', 'py1s', 'py2s', 'py1br', 'naive']))
+@example(sizes=[1], canonical=2, ranks=1, workers=0, batch=1, nodes_index=2, algo='py1e')
 def test_padding_keeps_devices_even_and_loses_nothing(
         sizes: list[int], canonical: int, ranks: int, workers: int, batch: int,
         nodes_index: int, algo: str) -> None:
