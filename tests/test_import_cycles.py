@@ -144,6 +144,7 @@ ALLOWED = {
     'sources': FOUNDATION | {'format', 'storage'},
     'writing': FOUNDATION | {'format', 'storage'},
     'merge': FOUNDATION | {'format', 'storage'},
+    'dataset_dir': FOUNDATION | {'format', 'storage'},
     'local_dataset': FOUNDATION | {'format'},
     'dataset': FOUNDATION | {'format', 'storage', 'order', 'coord', 'sources'},
     'dataloader': FOUNDATION | {'dataset'},

@@ -25,7 +25,8 @@ import os
 import tempfile
 from typing import Any
 
-from streaming.cli.common import CLIError, Dataset, emit, progress, show_progress
+from streaming.cli.common import CLIError, emit, progress, show_progress
+from streaming.dataset_dir import DatasetDir
 
 HELP = 'convert jsonl/csv/parquet/images/webdataset/HF datasets to MDS or JSON shards'
 KINDS = ('jsonl', 'csv', 'parquet', 'images', 'webdataset', 'hf')
@@ -105,7 +106,7 @@ def _convert(args: argparse.Namespace, src: str) -> int:
               'hashes': [h for h in args.hashes.split(',') if h], 'size_limit': args.size_limit,
               'exist_ok': args.overwrite}
     _write(source, args, columns, kwargs)
-    ds = Dataset(args.out)
+    ds = DatasetDir(args.out)
     shards = ds.index['shards']
     ds.close()
     samples = sum(e['samples'] for e in shards)

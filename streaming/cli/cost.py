@@ -21,7 +21,8 @@ import argparse
 from collections import OrderedDict
 from typing import Any
 
-from streaming.cli.common import Dataset, emit, find_datasets, human_bytes
+from streaming.cli.common import emit, human_bytes
+from streaming.dataset_dir import DatasetDir, find_datasets
 
 HELP = 'estimate egress (bytes downloaded by all nodes over all epochs) for a run'
 
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f'--{name.replace("_", "-")} must be at least 1.')
     shards = []
     for url in find_datasets(args.url, args.split):
-        ds = Dataset(url)
+        ds = DatasetDir(url)
         shards += ds.index['shards']
         ds.close()
     r = estimate(shards, args)

@@ -18,7 +18,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streaming.cli.common import Dataset, emit, find_datasets, join, progress, remote, shard_files
+from streaming.cli.common import emit, progress
+from streaming.dataset_dir import DatasetDir, find_datasets, join, remote, shard_files
 from streaming.format.index import INDEX_BASENAME
 
 HELP = 'copy a dataset between any two locations, verified and resumable'
@@ -80,7 +81,7 @@ def _copy_file(src: str, dst: str, info: dict[str, Any] | None, scratch: str,
 
 def copy_dataset(src: str, dst: str, args: Any) -> dict[str, Any]:
     from streaming.storage import get_backend
-    ds = Dataset(src, timeout=args.timeout)
+    ds = DatasetDir(src, timeout=args.timeout)
     files = []
     for entry in ds.index['shards']:
         infos = dict(shard_files(entry))

@@ -18,7 +18,8 @@ import os
 import tempfile
 from typing import Any
 
-from streaming.cli.common import emit, join, remote
+from streaming.cli.common import emit
+from streaming.dataset_dir import join, remote
 
 HELP = 'write the sidecar index of a directory of Parquet/JSONL/tar/Arrow files'
 

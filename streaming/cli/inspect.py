@@ -18,16 +18,8 @@ import struct
 from collections import Counter
 from typing import Any
 
-from streaming.cli.common import (
-    CLIError,
-    Dataset,
-    emit,
-    find_datasets,
-    has_source_files,
-    human_bytes,
-    progress,
-    shard_files,
-)
+from streaming.cli.common import CLIError, emit, has_source_files, human_bytes, progress
+from streaming.dataset_dir import DatasetDir, find_datasets, shard_files
 
 HELP = 'summarize a dataset (shards, samples, columns, compression, hashes, bytes)'
 
@@ -64,7 +56,7 @@ def mds_column_bytes(data: bytes, entry: dict[str, Any]) -> list[int]:
     return totals
 
 
-def _raw_shard(ds: Dataset, entry: dict[str, Any]) -> bytes:
+def _raw_shard(ds: DatasetDir, entry: dict[str, Any]) -> bytes:
     from streaming.format.compression import decompress
     raw = entry['raw_data']
     try:
@@ -81,7 +73,7 @@ def _raw_shard(ds: Dataset, entry: dict[str, Any]) -> bytes:
     return data
 
 
-def summarize(ds: Dataset, args: Any) -> dict[str, Any]:
+def summarize(ds: DatasetDir, args: Any) -> dict[str, Any]:
     shards = ds.index['shards']
     raw = sum(info['bytes'] for e in shards for k, info in shard_files(e) if k.startswith('raw'))
     zipped = sum(info['bytes'] for e in shards for k, info in shard_files(e)
@@ -144,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     streams = []
     for url in find_datasets(args.url, args.split):
         try:
-            ds = Dataset(url)
+            ds = DatasetDir(url)
         except CLIError:
             if not has_source_files(url):
                 raise

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from streaming.cli.common import Dataset, emit
+from streaming.cli.common import emit
+from streaming.dataset_dir import DatasetDir
 
 HELP = 'merge the indexes of the sub-datasets under ROOT into ROOT/index.json'
 
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from streaming.merge import merge_index
     merge_index(args.root, keep_local=True, download_timeout=args.download_timeout)
-    ds = Dataset(args.root)
+    ds = DatasetDir(args.root)
     shards = ds.index['shards']
     parts = sorted({e['raw_data']['basename'].split('/')[0] for e in shards})
     ds.close()

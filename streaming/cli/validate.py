@@ -21,15 +21,8 @@ import struct
 import tempfile
 from typing import Any
 
-from streaming.cli.common import (
-    CLIError,
-    Dataset,
-    emit,
-    find_datasets,
-    has_source_files,
-    progress,
-    shard_files,
-)
+from streaming.cli.common import CLIError, emit, has_source_files, progress
+from streaming.dataset_dir import DatasetDir, find_datasets, shard_files
 
 HELP = 'check every shard (sizes, hashes, headers, optionally every sample); exit 1 on problems'
 
@@ -80,7 +73,7 @@ def _check_header(name: str, data: bytes, meta: bytes | None, entry: dict[str, A
     return problems
 
 
-def _decode(ds: Dataset, entry: dict[str, Any], raws: dict[str, bytes]) -> list[str]:
+def _decode(ds: DatasetDir, entry: dict[str, Any], raws: dict[str, bytes]) -> list[str]:
     from streaming.format import reader_from_json
     with tempfile.TemporaryDirectory(prefix='validate-') as tmp:
         for key, data in raws.items():
@@ -101,7 +94,7 @@ def _decode(ds: Dataset, entry: dict[str, Any], raws: dict[str, bytes]) -> list[
     return []
 
 
-def check_shard(ds: Dataset, entry: dict[str, Any], decode: bool) -> list[str]:
+def check_shard(ds: DatasetDir, entry: dict[str, Any], decode: bool) -> list[str]:
     """Every problem with one shard, each naming the file."""
     from streaming.format.compression import decompress
     problems: list[str] = []
@@ -151,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     report = []
     for url in find_datasets(args.url, args.split):
         try:
-            ds = Dataset(url)
+            ds = DatasetDir(url)
         except CLIError:
             if not has_source_files(url):
                 raise

@@ -110,11 +110,11 @@ class DatasetShape:
         """Read the ``index.json`` of each URL (local path or remote); one stream per URL."""
         import os
 
-        from streaming.cli.common import Dataset, find_datasets
+        from streaming.dataset_dir import DatasetDir, find_datasets
         found = []
         for url in urls:
             for location in find_datasets(url):
-                dataset = Dataset(location)
+                dataset = DatasetDir(location)
                 try:
                     path = dataset.fetch('index.json')
                     size = os.path.getsize(path)
