@@ -144,7 +144,8 @@ ALLOWED = {
     'writing': FOUNDATION | {'format', 'storage'},
     'merge': FOUNDATION | {'format', 'storage'},
     'local_dataset': FOUNDATION | {'format'},
-    'dataset': FOUNDATION | {'format', 'storage', 'order', 'coord'},
+    'cache': FOUNDATION | {'format', 'storage', 'order', 'coord'},
+    'dataset': FOUNDATION | {'format', 'storage', 'order', 'coord', 'cache'},
     'dataloader': FOUNDATION | {'dataset'},
     'tokens': FOUNDATION | {'format', 'storage', 'coord', 'local_dataset'},
 }

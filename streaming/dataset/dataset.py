@@ -18,9 +18,10 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from torch.utils.data import IterableDataset
 
+from streaming.cache.prefetch import NodePrefetch, prefetch_arrays
+from streaming.cache.shard_cache import LOCAL, ShardCache, cache_arrays
 from streaming.coord import SharedDir, make_job_token
 from streaming.dataset.batches import SampleStream, attach_to_fetcher
-from streaming.dataset.cache import LOCAL, ShardCache, cache_arrays
 from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.config import DatasetConfig, ResumableLayout
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
@@ -35,7 +36,6 @@ from streaming.dataset.order_store import (
     order_cache_enabled,
     shared_epoch_ids,
 )
-from streaming.dataset.prefetch import NodePrefetch, prefetch_arrays
 from streaming.dataset.stream import Stream, streams_registry
 from streaming.dataset.work import batching_fn, is_builtin_batching, reference_world
 from streaming.errors import EmptyIndexError
