@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streaming.cache.shard_cache import samples_that_fit
+from streaming.cache.budget import samples_that_fit
 from streaming.order import apply_weights, default_num_canonical_nodes, get_epoch_order
 from streaming.order.shuffle import default_shuffle_block_size, shuffle_traits
 from streaming.plan.inputs import DatasetShape, RunSettings

@@ -28,9 +28,10 @@ from collections import deque
 
 import numpy as np
 
+from streaming.cache.budget import DownloadBudget
 from streaming.cache.concurrency import Concurrency
 from streaming.cache.prefetch import tail_parts
-from streaming.cache.shard_cache import LOCAL, PREPARING, REMOTE, DownloadBudget
+from streaming.cache.shard_cache import LOCAL, PREPARING, REMOTE
 from streaming.cache.walk import EpochWalk
 from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import NodeSteps

@@ -15,7 +15,7 @@ import argparse
 import numpy as np
 import pytest
 
-from streaming.cache.shard_cache import samples_that_fit
+from streaming.cache.budget import samples_that_fit
 from streaming.cli.cost import estimate
 from streaming.order.epoch import get_epoch_order
 from streaming.order.shuffle import default_num_canonical_nodes, default_shuffle_block_size

@@ -161,7 +161,7 @@ def test_the_last_shards_are_split_into_parts():
 
 
 def test_share_of_a_cache_limit_leaves_two_shards_and_never_less_than_half():
-    from streaming.cache.shard_cache import share_of
+    from streaming.cache.budget import share_of
     assert share_of(100, 4) == 75  # Plenty of room: three quarters.
     assert share_of(100, 20) == 60  # Two of the largest shards stay free.
     assert share_of(100, 40) == 50  # Never less than half (the share it had before).
