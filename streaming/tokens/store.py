@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from streaming.tokens.format import HASH_PREFERENCE, FileEntry, ShardEntry
+from streaming.tokens.format import FileEntry, ShardEntry, preferred_hash
 
 __all__ = ['OVERHEAD', 'RemoteShard', 'ShardStore', 'ShardWaitTimeout']
 
@@ -66,11 +66,11 @@ class RemoteShard:
 
 
 def _check_for(entry: FileEntry | None):
-    if entry is None or not entry.hashes:
+    algo = preferred_hash(entry)
+    if algo is None:
         return None
     from streaming.storage.download import hash_check
-    algo = next((a for a in HASH_PREFERENCE if a in entry.hashes), next(iter(entry.hashes)))
-    return hash_check(algo, entry.hashes[algo])
+    return hash_check(algo, entry.hashes[algo])  # type: ignore[union-attr]
 
 
 class ShardStore:
