@@ -263,8 +263,8 @@ class _Schedule:
         self.epoch, self.start = int(plan[_EPOCH]), int(plan[_START])
         order = owner.order_for(self.epoch, self.start, int(plan[_WORKERS]) or 1)
         owner.mark_base = time.monotonic_ns()
-        # Last uses only matter to eviction, i.e. under a cache limit.
-        self.walk = EpochWalk(order, owner.shard_starts, len(owner.sizes), owner.cache.limited)
+        # Last uses only matter to a cache that evicts.
+        self.walk = EpochWalk(order, owner.shard_starts, len(owner.sizes), owner.cache.evicts)
         self.ahead: deque[tuple[int, int]] = deque()  # (first use, bytes) fetched ahead.
 
     def run(self) -> None:

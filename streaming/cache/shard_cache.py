@@ -173,15 +173,15 @@ class ShardCache:
 
     # ---- the download schedule's questions -------------------------------------------------------
     @property
-    def limited(self) -> bool:
-        """Whether there is a ``cache_limit`` (then eviction follows the LRU marks)."""
+    def evicts(self) -> bool:
+        """Whether the cache evicts (it has a ``cache_limit``), by the LRU marks."""
         return self.limit is not None
 
     def budget(self) -> DownloadBudget:
         """How many bytes the node's downloads may fetch ahead and reserve at once."""
         sizes = self.max_sizes()
         largest = int(sizes.max()) if len(sizes) else 0
-        return DownloadBudget.for_limit(self.limit, self.index_bytes() if self.limited else 0,
+        return DownloadBudget.for_limit(self.limit, self.index_bytes() if self.evicts else 0,
                                         largest)
 
     def room_for_ahead(self, size: float) -> bool:
@@ -202,7 +202,7 @@ class ShardCache:
         plan's start, not the fetch's end: otherwise the shard fetched first, needed soonest,
         went first, its reader fetched it again and evicted the next one.
         """
-        if self.limited:
+        if self.evicts:
             self.access[shard_id] = base + AHEAD_NS - first_use
 
     def mark_passed(self, shard_id: int) -> None:
