@@ -4,9 +4,9 @@ Files arrive through ``streaming.storage.download_file``: verified (size, and th
 checksum when there is one), published atomically, fetched as parallel ranged GETs and resumed
 from a journal after a crash. Only one process fetches a given shard at a time (a
 ``coord.FileLock`` on ``.NAME.lock`` in the directory, which also holds across nodes on a shared
-filesystem); other
-processes wait until the files are published, failing only if nothing changes in the directory
-for that shard for ``stall_timeout`` seconds, i.e. the deadline follows download progress.
+filesystem); other processes wait until the files are published, failing only if nothing changes
+in the directory for that shard for ``stall_timeout`` seconds, i.e. the deadline follows
+download progress.
 """
 
 from __future__ import annotations
