@@ -37,23 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         'go; remove nothing')
 
 
-def _locked(path: str) -> bool:
-    import fcntl
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-
-
 def stale_partials(cache: str, older_than: float) -> list[str]:
     """Abandoned partial-download files under ``cache``."""
+    from streaming.coord.lock import is_locked
     from streaming.fileio import TEMP_SUFFIX
     if not os.path.isdir(cache):
         raise FileNotFoundError(f'No such directory: {cache}')
@@ -70,7 +56,7 @@ def stale_partials(cache: str, older_than: float) -> list[str]:
                 age = now - os.stat(path).st_mtime
             except FileNotFoundError:
                 continue
-            if age < older_than or (partial and _locked(path)):
+            if age < older_than or (partial and is_locked(path)):
                 continue
             found.append(path)
             if partial and os.path.exists(path + '.json'):

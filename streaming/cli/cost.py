@@ -55,7 +55,7 @@ def _block_size(shards: list[dict[str, Any]], args: Any, limit: int | None,
     """
     import numpy as np
 
-    from streaming.dataset.cache import samples_that_fit
+    from streaming.cache.budget import samples_that_fit
     from streaming.order.shuffles import default_shuffle_block_size
     block = args.shuffle_block_size or default_shuffle_block_size(num_canonical_nodes)
     peak = np.array([_raw_bytes(e) + _zip_bytes(e) for e in shards], np.int64)

@@ -1,7 +1,9 @@
-"""``FileLock``: an exclusive ``flock`` on a file, shared by threads and processes of a node.
+"""The node's kernel locks: ``FileLock``, ``Lease``, and the ``flock`` primitives under them.
 
 Waiting blocks in the kernel instead of polling, and a lock held by a killed process is released
-by the kernel, so a crash never leaves a lock behind.
+by the kernel, so a crash never leaves a lock behind. ``try_lock`` and ``is_locked`` are the
+primitives for code that holds a lock on a file it has open anyway (a partial download) or only
+asks whether someone does (``streaming clean``).
 """
 
 from __future__ import annotations
@@ -12,12 +14,45 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ['FileLock', 'Lease']
+__all__ = ['FileLock', 'Lease', 'is_locked', 'try_lock']
 
 # Locks holding a descriptor now. A forked child closes its copies of those descriptors (without
 # unlocking, which would unlock the parent too): otherwise a child would keep its parent's locks
 # held after the parent died, and a process waiting for one would wait for the child instead.
 _holding: weakref.WeakSet = weakref.WeakSet()
+
+
+def try_lock(fd: int, blocking: bool = False) -> bool:
+    """Lock the open descriptor ``fd`` exclusively; False at once if held and not ``blocking``.
+
+    Closing the descriptor (or the process ending) releases the lock.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True
+
+
+def unlock(fd: int) -> None:
+    """Release the lock on ``fd`` (the descriptor stays open)."""
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def is_locked(path: str) -> bool:
+    """Whether some process holds ``path`` locked now (True too if it cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
+    except OSError:
+        return True
+    try:
+        return not try_lock(fd)
+    finally:
+        os.close(fd)
+
+
+def _open_lock_file(path: str) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, 'O_CLOEXEC', 0), 0o600)
 
 
 class FileLock:
@@ -33,10 +68,8 @@ class FileLock:
 
     def acquire(self, blocking: bool = True) -> bool:
         """Take the lock; without ``blocking``, return False at once if someone holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, 'O_CLOEXEC', 0), 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
+        fd = _open_lock_file(self.path)
+        if not try_lock(fd, blocking):
             os.close(fd)
             return False
         self._fds[threading.get_ident()] = fd
@@ -45,7 +78,7 @@ class FileLock:
 
     def release(self) -> None:
         fd = self._fds.pop(threading.get_ident())
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        unlock(fd)
         os.close(fd)
 
     def __enter__(self) -> FileLock:
@@ -79,10 +112,8 @@ class Lease:
         """Take the lease if nobody holds it; True if this process holds it now."""
         if self.held:
             return True
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, 'O_CLOEXEC', 0), 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        fd = _open_lock_file(self.path)
+        if not try_lock(fd):
             os.close(fd)
             return False
         self._fd, self._pid = fd, os.getpid()
@@ -91,7 +122,7 @@ class Lease:
 
     def give_up(self) -> None:
         if self.held:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            unlock(self._fd)
             os.close(self._fd)
         self._fd = -1
 

@@ -25,10 +25,10 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from streaming.cache.prefetch import Progress
+from streaming.cache.shard_cache import ShardCache
 from streaming.dataset import handoff
-from streaming.dataset.cache import ShardCache
 from streaming.dataset.iteration import shard_chunks
-from streaming.dataset.prefetch import Progress
 from streaming.errors import ShardFileError
 from streaming.format.mds.reader import Spans
 from streaming.sources.reader import DecodeAhead, undecoded

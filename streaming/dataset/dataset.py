@@ -18,16 +18,16 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from torch.utils.data import IterableDataset
 
+from streaming.cache.prefetch import NodePrefetch, prefetch_arrays
+from streaming.cache.shard_cache import LOCAL, ShardCache, cache_arrays
 from streaming.coord import SharedDir, make_job_token
 from streaming.dataset.batches import SampleStream, attach_to_fetcher
-from streaming.dataset.cache import LOCAL, ShardCache, cache_arrays
 from streaming.dataset.cache_dirs import setup_cache_dir
 from streaming.dataset.config import DatasetConfig, ResumableLayout
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
 from streaming.dataset.index_cache import ShardTable
 from streaming.dataset.iteration import iterate_samples, shared_epoch_order
 from streaming.dataset.order_store import EpochIds, order_cache_enabled, shared_epoch_ids
-from streaming.dataset.prefetch import NodePrefetch, prefetch_arrays
 from streaming.dataset.stream import Stream, streams_registry
 from streaming.errors import EmptyIndexError
 from streaming.indexing import IndexingMixin

@@ -11,7 +11,7 @@ When torch's own worker loop fetches a batch that the dataset collates itself
 ``pack`` makes it a ``PackedBatch``, which that loop only puts in its result queue:
 
 * a batch of at least ``RING_MIN_BYTES`` of payload is copied straight from the shards' maps
-  into a slot of this worker's ring (``streaming.dataset.ring``: one ``memfd`` the worker
+  into a slot of this worker's ring (``streaming.coord.ring``: one ``memfd`` the worker
   reuses, never a file in ``/dev/shm``, whose file descriptor the main process receives once
   per pass and maps); the pickle holds only offsets and lengths.
 * smaller batches, or when all ``ring.SLOTS`` slots are busy (a slot stays busy until the main
@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from streaming.dataset.ring import BUSY, FREE, HEADER, Maps, Ring
+from streaming.coord.ring import BUSY, FREE, HEADER, Maps, Ring
+from streaming.dataset.heap import keep_freed
 from streaming.format.mds.reader import Spans
 
 __all__ = ['PackedBatch', 'Scattered', 'enabled', 'pack', 'release_dead_workers',
@@ -223,7 +224,9 @@ def _write(data: Any, offset: int, columns: list) -> list:
 
 
 # ---- the main process's side ---------------------------------------------------------------
-_maps = Maps()
+# Batches of up to a slot are copied out of a ring into new objects: the heap keeps a ring's
+# worth of freed memory for them (``streaming.dataset.heap``).
+_maps = Maps(on_map=keep_freed)
 
 
 def release_dead_workers() -> None:

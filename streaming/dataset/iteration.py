@@ -13,7 +13,7 @@ from streaming.coord import SharedDir
 from streaming.fileio import atomic_open
 
 if TYPE_CHECKING:
-    from streaming.dataset.prefetch import Progress
+    from streaming.cache.prefetch import Progress
 
 __all__ = ['shared_epoch_order', 'iterate_samples', 'shard_chunks']
 

@@ -26,7 +26,7 @@ _CODEC_MODULES = {'br': 'brotli', 'snappy': 'snappy', 'zstd': 'zstandard'}
 def import_installed_codecs() -> None:
     """Import every codec module that is installed, now (cheap: docs/benchmark-history.md).
 
-    For threads that must not import (see ``streaming.dataset.preload``). All of them rather
+    For threads that must not import (see ``streaming.cache.preload``). All of them rather
     than the ones a dataset's shards use: finding those would build every shard's reader (slow
     at tens of thousands of shards), where the index summary builds them only when first used.
     """

@@ -20,12 +20,12 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
+from streaming.coord.dir_lock import DirectoryLock
 from streaming.errors import OutputError
-from streaming.fileio import atomic_write
+from streaming.fileio import atomic_write, create_temp, remove_quietly
 from streaming.format.compression import compress, get_compression_extension, parse_compression
 from streaming.format.hashing import get_hash, validate_hashes
 from streaming.format.index import INDEX_BASENAME, FileInfo, write_index
-from streaming.format.outlock import DirectoryLock, check_writable
 from streaming.util import bytes_to_int, parse_quantity
 
 _W = TypeVar('_W', bound='Writer')
@@ -71,7 +71,7 @@ class Writer:
         self._out_lock = DirectoryLock('out')
         self.local = self.open_output(out)  # Last: nothing on disk changes for bad arguments.
         self._out_lock.acquire(self.local)
-        check_writable(self.local, 'out')
+        _check_writable(self.local, 'out')
         self._pool = ThreadPoolExecutor(max_workers=max_workers or
                                         min(4, (os.cpu_count() or 1) + 1),
                                         thread_name_prefix='shard-writer')
@@ -302,3 +302,14 @@ class DataMetaShardWriter(Writer):
         (raw_meta, zip_meta), (raw_data, zip_data) = files
         return {'samples': samples, 'raw_data': raw_data, 'zip_data': zip_data,
                 'raw_meta': raw_meta, 'zip_meta': zip_meta, **self.get_config()}
+
+
+def _check_writable(path: str, parameter: str) -> None:
+    """Create and remove a temporary file in ``path``; ``OutputError`` naming ``parameter``."""
+    try:
+        fd, temp = create_temp(os.path.join(path, 'probe'))
+        os.close(fd)
+        remove_quietly(temp)
+    except OSError as error:
+        raise OutputError(f'{parameter}={path!r} is not writable: '
+                          f'{error.strerror or error}.', error.errno) from None

@@ -1,7 +1,7 @@
 """Plan a run before paying for it: throughput, stalls, cache and egress, predicted.
 
 ``plan`` replays the run's real epoch order (``streaming.order``) through a model of the node's
-download schedule (``dataset/prefetch.py``) and cache (``dataset/cache.py``) over a link
+download schedule (``cache/prefetch.py``) and cache (``cache/shard_cache.py``) over a link
 profile, and reports per node: time to first batch, throughput over steps, stalled steps, bytes
 fetched and their cost, cache occupancy, GETs against the store's limit and shuffle quality.
 Modules: ``profiles`` (links and stores), ``inputs`` (dataset shape, run settings), ``orders``
@@ -37,7 +37,7 @@ def plan(dataset: str | list[str] | DatasetShape, run: RunSettings | None = None
         [dataset] if isinstance(dataset, str) else list(dataset))
     run = run or RunSettings()
     if 'in_flight' not in options:  # As the node's scheduler reads it.
-        from streaming.dataset.prefetch import in_flight_setting
+        from streaming.cache.concurrency import in_flight_setting
         options['in_flight'] = in_flight_setting()
     link = get_profile(profile) if isinstance(profile, str) else profile
     result = make_plan(shape, run, link, **options)

@@ -8,11 +8,10 @@ sample at ``g * batch_size + slot``, so the scheduler's first uses and these ste
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import numpy as np
 
-from streaming.dataset.cache import ShardCache
+from streaming.cache.budget import samples_that_fit
 from streaming.order import apply_weights, default_num_canonical_nodes, get_epoch_order
 from streaming.order.shuffles import default_shuffle_block_size, shuffle_traits
 from streaming.plan.inputs import DatasetShape, RunSettings
@@ -33,8 +32,7 @@ def block_size_in_effect(shape: DatasetShape, run: RunSettings) -> int:
     if run.cache_limit is None or not run.shuffle or \
             not shuffle_traits(run.shuffle_algo).uses_block_size:
         return block
-    view = SimpleNamespace(limit=run.cache_bytes, _max_sizes=lambda: shape.held_bytes)
-    cap = ShardCache.samples_that_fit(view, shape.samples)  # type: ignore[arg-type]
+    cap = samples_that_fit(run.cache_bytes, shape.held_bytes, shape.samples)
     return block if cap is None else min(block, cap)
 
 

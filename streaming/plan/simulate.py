@@ -1,11 +1,12 @@
 """One node's run, replayed in simulated time: the real schedule's rules over a modelled link.
 
 What is the library's own, imported rather than rewritten: the epoch order and each shard's
-first and last use (``streaming.order``), how many downloads are in flight (``Concurrency`` of
-``dataset/prefetch.py``, fed by a simulated meter), how far ahead it fetches (``share_of``,
-``AUTO_AHEAD_BYTES``, an explicit ``predownload``), the ranged parts of the epoch's tail
-(``_tail_parts``) and how the download layer splits a file (``storage.download._split``),
-and the cache's states (``REMOTE``/``PREPARING``/``LOCAL``). What is modelled:
+first and last use, walked as the schedule walks them (``streaming.cache.walk``), how many
+downloads are in flight (``streaming.cache.concurrency``, fed by a simulated meter), how far
+ahead it fetches and how much downloads may reserve (``DownloadBudget`` of the cache, or an
+explicit ``predownload``), the ranged parts of the epoch's tail (``tail_parts``) and how the
+download layer splits a file (``storage.download._split``), and the cache's states
+(``REMOTE``/``PREPARING``/``LOCAL``). What is modelled:
 
 * the link: a GET waits ``ttfb``, then every connection receiving shares the node's
   ``link_rate``, none above ``conn_rate`` (processor sharing, as the link emulator shapes it);
@@ -17,8 +18,8 @@ and the cache's states (``REMOTE``/``PREPARING``/``LOCAL``). What is modelled:
   itself, one shard after another, and waits;
 * the cache under ``cache_limit``: a download reserves its shard's bytes and evicts the least
   recently used local shard first, with the schedule's marks (shards fetched ahead taken last,
-  the one needed last first; shards every reader is past taken first), as ``dataset/cache.py``
-  and ``dataset/prefetch.py`` do.
+  the one needed last first; shards every reader is past taken first), as ``cache/shard_cache.py``
+  and ``cache/prefetch.py`` do.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from typing import Any, Generator
 
 import numpy as np
 
-from streaming.dataset.cache import LOCAL, PREPARING, REMOTE
-from streaming.dataset.prefetch import AUTO_AHEAD_BYTES, Concurrency, _tail_parts, share_of
-from streaming.order.first_use import iter_first_uses, last_uses
+from streaming.cache.budget import DownloadBudget
+from streaming.cache.concurrency import Concurrency
+from streaming.cache.prefetch import tail_parts
+from streaming.cache.shard_cache import LOCAL, PREPARING, REMOTE
+from streaming.cache.walk import EpochWalk
 from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import NodeSteps
 from streaming.plan.pieces import NodeRun, Reader, SimMeter, Transfer, gets_per_file
@@ -69,12 +72,9 @@ class NodeSimulation:
         self.ever = np.zeros(num, bool)
         self.limit = run.cache_bytes
         self.usage = float(shape.index_bytes)
-        largest = int(shape.held_bytes.max())
-        self.largest = largest
-        self.room = None if self.limit is None else self.limit - shape.index_bytes
-        self.reservable = None if self.room is None else share_of(int(self.room), largest)
-        budget = AUTO_AHEAD_BYTES if self.limit is None else share_of(int(self.limit), largest)
-        self.budget = max(budget, largest)
+        self.budget = DownloadBudget.for_limit(None if self.limit is None else int(self.limit),
+                                               int(shape.index_bytes),
+                                               int(shape.held_bytes.max()))
         self.meter = SimMeter()
         self.concurrency = Concurrency(in_flight, meter=self.meter)  # type: ignore[arg-type]
         self.throttles_seen = 0
@@ -200,28 +200,10 @@ class NodeSimulation:
 
     # ---- the schedule (``prefetch._Schedule``) -------------------------------------------------
     def _begin_plan(self, steps: NodeSteps, epoch: int) -> None:
-        num = self.shape.num_shards
-        self.walk = iter_first_uses(steps.order, self.starts, num)
-        self.queue: deque[tuple[int, int]] = deque()
+        self.walk = EpochWalk(steps.order, self.starts, self.shape.num_shards,
+                              track_last=self.limit is not None)
         self.ahead: deque[tuple[int, float]] = deque()
-        self.walked = False
         self.mark_base = epoch * EPOCH_MARK
-        self.dead = None
-        if self.limit is not None:
-            self.last = last_uses(steps.order, self.starts, num)
-            used = np.flatnonzero(self.last >= 0)
-            self.dead = used[np.argsort(self.last[used], kind='stable')]
-            self.dead_cursor = 0
-
-    def _next(self) -> tuple[int, int] | None:
-        while not self.queue:
-            try:
-                shards, times = next(self.walk)
-            except StopIteration:
-                self.walked = True
-                return None
-            self.queue.extend(zip(shards.tolist(), times.tolist()))
-        return self.queue[0]
 
     def _reader_now(self) -> tuple[int, bool]:
         positions = [r.position for r in self.readers if r.position > 0]
@@ -230,14 +212,10 @@ class NodeSimulation:
 
     def _schedule(self) -> None:
         now, everyone = self._reader_now()
-        if everyone and self.dead is not None:
-            while self.dead_cursor < len(self.dead):
-                shard = int(self.dead[self.dead_cursor])
-                if self.last[shard] >= now:
-                    break
+        if everyone:
+            for shard in self.walk.passed(now):
                 if self.states[shard] == LOCAL:
                     self.access[shard] = 0.0
-                self.dead_cursor += 1
         workers = self.run.loader_workers
         horizon = None if self.run.predownload is None else now + self.run.predownload * workers
         while self.ahead and self.ahead[0][0] <= now:
@@ -246,25 +224,19 @@ class NodeSimulation:
         limit = self.concurrency.value
         unstarted = -1
         while len(self.scheduled) < limit:
-            item = self._next()
+            item = self.walk.next_remote(self.states, horizon)
             if item is None:
                 break
             shard, first = item
-            if self.states[shard] != REMOTE:
-                self.queue.popleft()
-                continue
-            if horizon is not None and first >= horizon:
-                break
             size = float(self.held[shard])
-            if first > now and (ahead_bytes + size > self.budget or not self._room_for(size)):
+            if not self.budget.admits(size, ahead_bytes if first > now else None,
+                                      [reserved for _, reserved in self.scheduled.values()],
+                                      self._room_for):
                 break
-            if self.scheduled and self.reservable is not None and \
-                    sum(r for _, r in self.scheduled.values()) + size > self.reservable:
-                break
-            self.queue.popleft()
+            self.walk.take()
             if unstarted < 0:
                 unstarted = int(np.count_nonzero(self.states == REMOTE))
-            parts = _tail_parts(limit - len(self.scheduled), unstarted, limit)
+            parts = tail_parts(limit - len(self.scheduled), unstarted, limit)
             unstarted -= 1
             self.scheduled[shard] = (first, size)
             self._start(shard, parts, by_schedule=True)
@@ -287,8 +259,7 @@ class NodeSimulation:
 
     def _schedule_alive(self) -> bool:
         """Whether the schedule still loops (it ends once walked, fetched and all marked)."""
-        dead_left = self.dead is not None and self.dead_cursor < len(self.dead)
-        return not self.walked or bool(self.queue) or bool(self.scheduled) or dead_left
+        return not self.walk.finished or bool(self.scheduled)
 
     # ---- readers and the model ------------------------------------------------------------------
     def _dispatched(self, step: int) -> bool:

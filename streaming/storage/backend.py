@@ -37,7 +37,7 @@ class Backend:
         """Import (and build, per process) what a first request with ``timeout`` needs.
 
         No request is made. The thread building a dataset calls it so that download threads
-        never import a module for the first time (see ``streaming.dataset.preload``).
+        never import a module for the first time (see ``streaming.cache.preload``).
         """
 
     def read(self, url: str, start: int = 0, end: int | None = None, *, timeout: float,

@@ -1,6 +1,6 @@
 """What this process's downloads are receiving now: bytes, and connections that are receiving.
 
-The node's download schedule (``streaming.dataset.prefetch.Concurrency``) sizes how many
+The node's download schedule (``streaming.cache.concurrency.Concurrency``) sizes how many
 transfers to keep in flight from how fast each one receives: while adding transfers leaves each
 one's rate where it was, the link has room; once each gets less, the link (or this process) is
 full. Finished downloads are too coarse for that (a 4 MB shard arrives all at once after

@@ -84,15 +84,15 @@ class PartialDownload:
         self.fd = os.open(self.data, os.O_RDWR | os.O_CREAT | getattr(os, 'O_NOFOLLOW', 0) |
                           getattr(os, 'O_CLOEXEC', 0), 0o644)
         try:
-            import fcntl
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            # Another process is resuming this file: do our own, unresumable download.
-            os.close(self.fd)
-            self.fd, self.data = create_temp(path)
-            resume = False
+            from streaming.coord.lock import try_lock
         except ImportError:  # No flock on this platform: never share a partial file.
             resume = False
+        else:
+            if not try_lock(self.fd):
+                # Another process is resuming this file: do our own, unresumable download.
+                os.close(self.fd)
+                self.fd, self.data = create_temp(path)
+                resume = False
         self.resumable = resume
         self.journal = f'{self.data}.json'
         self.done: set[int] = set()

@@ -8,11 +8,11 @@ wrong file raises ``WrongBytes``, which the download layer retries and finally r
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Any, Callable
 
 from streaming.fileio import publish
 
-__all__ = ['Check', 'WrongBytes', 'hash_check', 'publish_verified']
+__all__ = ['Check', 'WrongBytes', 'hash_check', 'new_digest', 'publish_verified']
 
 # A check on a downloaded file: a description of what is wrong with it, or None.
 Check = Callable[[str], 'str | None']
@@ -22,20 +22,27 @@ class WrongBytes(Exception):
     """The bytes arrived but are wrong (size or checksum): retry, then CorruptDownloadError."""
 
 
-def hash_check(algo: str, expected: str) -> Check:
-    """A ``check`` for ``download_file``: the file's ``algo`` digest must equal ``expected``.
+def new_digest(algo: str) -> Any:
+    """A fresh digest object of ``algo``.
 
     ``algo`` is any ``hashlib`` algorithm (``sha256``, ``md5``, ...) or an ``xxhash`` one
     (``xxh64``, ``xxh3_64``, ...).
     """
+    if algo.startswith('xxh'):
+        import xxhash
+        return getattr(xxhash, algo)()
+    import hashlib
+    return hashlib.new(algo)
+
+
+def hash_check(algo: str, expected: str) -> Check:
+    """A ``check`` for ``download_file``: the file's ``algo`` digest must equal ``expected``.
+
+    ``algo`` is any algorithm ``new_digest`` knows.
+    """
 
     def check(path: str) -> str | None:
-        if algo.startswith('xxh'):
-            import xxhash
-            digest = getattr(xxhash, algo)()
-        else:
-            import hashlib
-            digest = hashlib.new(algo)
+        digest = new_digest(algo)
         with open(path, 'rb') as f:
             while True:
                 block = f.read(4 << 20)

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ['MANIFEST', 'FileEntry', 'Manifest', 'NpyLayout', 'ShardEntry', 'TokenFormatError',
-           'ids_name', 'npy_header', 'read_npy_layout', 'token_name', 'window_ids']
+           'ids_name', 'npy_header', 'preferred_hash', 'read_npy_layout', 'token_name',
+           'window_ids']
 
 MANIFEST = 'manifest.json'
 FORMAT = 'streaming-tokens'
@@ -154,6 +155,13 @@ class FileEntry:
     basename: str
     bytes: int
     hashes: dict[str, str] = field(default_factory=dict)
+
+
+def preferred_hash(entry: FileEntry | None) -> str | None:
+    """Which of ``entry``'s checksums to check (``HASH_PREFERENCE``), or None without any."""
+    if entry is None or not entry.hashes:
+        return None
+    return next((a for a in HASH_PREFERENCE if a in entry.hashes), next(iter(entry.hashes)))
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,11 @@
 
 Files arrive through ``streaming.storage.download_file``: verified (size, and the manifest's
 checksum when there is one), published atomically, fetched as parallel ranged GETs and resumed
-from a journal after a crash. Only one process fetches a given shard at a time (an ``flock`` on
-``.NAME.lock`` in the directory, which also holds across nodes on a shared filesystem); other
-processes wait until the files are published, failing only if nothing changes in the directory
-for that shard for ``stall_timeout`` seconds, i.e. the deadline follows download progress.
+from a journal after a crash. Only one process fetches a given shard at a time (a
+``coord.FileLock`` on ``.NAME.lock`` in the directory, which also holds across nodes on a shared
+filesystem); other processes wait until the files are published, failing only if nothing changes
+in the directory for that shard for ``stall_timeout`` seconds, i.e. the deadline follows
+download progress.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from streaming.tokens.format import HASH_PREFERENCE, FileEntry, ShardEntry
+from streaming.tokens.format import FileEntry, ShardEntry, preferred_hash
 
 __all__ = ['OVERHEAD', 'RemoteShard', 'ShardStore', 'ShardWaitTimeout']
 
@@ -66,11 +67,11 @@ class RemoteShard:
 
 
 def _check_for(entry: FileEntry | None):
-    if entry is None or not entry.hashes:
+    algo = preferred_hash(entry)
+    if algo is None:
         return None
     from streaming.storage.download import hash_check
-    algo = next((a for a in HASH_PREFERENCE if a in entry.hashes), next(iter(entry.hashes)))
-    return hash_check(algo, entry.hashes[algo])
+    return hash_check(algo, entry.hashes[algo])  # type: ignore[union-attr]
 
 
 class ShardStore:

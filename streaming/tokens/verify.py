@@ -25,7 +25,7 @@ import numpy as np
 
 from streaming.coord.shared_dir import start_time
 from streaming.fileio import atomic_write, remove_quietly
-from streaming.tokens.format import HASH_PREFERENCE, FileEntry, TokenFormatError
+from streaming.tokens.format import FileEntry, TokenFormatError, preferred_hash
 
 __all__ = ['Mismatch', 'ShardCorruptError', 'WindowCheck', 'find_mismatch', 'is_verified',
            'mark_verified']
@@ -82,13 +82,12 @@ def _hex(value: bytes) -> str:
 
 
 def _file_hasher(entry: FileEntry | None) -> tuple[str, str, Any] | None:
-    if entry is None or not entry.hashes:
+    """(algorithm, expected digest, a fresh digest object) of the manifest entry's checksum."""
+    algo = preferred_hash(entry)
+    if algo is None:
         return None
-    algo = next((a for a in HASH_PREFERENCE if a in entry.hashes), next(iter(entry.hashes)))
-    if algo.startswith('xxh'):
-        import xxhash
-        return algo, entry.hashes[algo], getattr(xxhash, algo)()
-    return algo, entry.hashes[algo], hashlib.new(algo)
+    from streaming.storage.verify import new_digest
+    return algo, entry.hashes[algo], new_digest(algo)  # type: ignore[union-attr]
 
 
 def find_mismatch(path: str, ids_path: str | None, *, seq_len: int, offset: int,

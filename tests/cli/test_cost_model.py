@@ -15,8 +15,8 @@ import argparse
 import numpy as np
 import pytest
 
+from streaming.cache.budget import samples_that_fit
 from streaming.cli.cost import estimate
-from streaming.dataset.cache import samples_that_fit
 from streaming.order.plan import get_epoch_order
 from streaming.order.shuffles import default_num_canonical_nodes, default_shuffle_block_size
 

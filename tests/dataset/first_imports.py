@@ -26,7 +26,7 @@ def _hook(event: str, args: tuple) -> None:
 
 def main() -> None:
     from streaming import StreamingDataset
-    from streaming.dataset.cache import LOCAL
+    from streaming.cache.shard_cache import LOCAL
     sys.addaudithook(_hook)  # After streaming's own imports: what the threads import later.
     dataset = StreamingDataset(remote=sys.argv[1], local=sys.argv[2], batch_size=8,
                                shuffle=True, **json.loads(sys.argv[3]))

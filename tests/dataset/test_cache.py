@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
-from streaming.dataset.cache import PREPARING
+from streaming.cache.shard_cache import PREPARING
 from streaming.storage import register_backend
 from streaming.storage.local import LocalBackend
 from tests.dataset.conftest import write_ids
@@ -69,7 +69,7 @@ def test_shuffled_epoch_with_quarter_cache_completes_without_thrashing(
 
 
 # Tests that drive the cache by hand pass predownload=0: with it, the node's schedule starts no
-# download of its own (see streaming.dataset.prefetch), so the cache holds only what they did.
+# download of its own (see streaming.cache.prefetch), so the cache holds only what they did.
 BY_HAND = {'predownload': 0}
 
 

@@ -225,7 +225,7 @@ def test_a_given_predownload_counts_even_when_it_equals_the_default(remote_ids, 
     """``predownload=64`` with ``batch_size=8`` is the default's value, but written out it is
     what the user asked for: the node's downloads stop 64 samples ahead of the readers (none
     yet), where left out the lookahead is bounded by bytes only and every shard is fetched."""
-    from streaming.dataset.cache import LOCAL
+    from streaming.cache.shard_cache import LOCAL
 
     def built(name: str, **predownload: int) -> StreamingDataset:
         return StreamingDataset(remote=remote_ids, local=str(tmp_path / name), batch_size=8,

@@ -2,7 +2,7 @@
 
 A DataLoader worker forked while one of those threads held a module's import lock deadlocked as
 soon as it imported that module (numpy.random, seeded by torch's worker loop). The dataset's
-constructor now imports what the threads use (streaming.dataset.preload); a fresh interpreter
+constructor now imports what the threads use (streaming.cache.preload); a fresh interpreter
 (tests/dataset/first_imports.py) records, with an audit hook, every first import made by a
 thread named ``streaming-*`` while the schedule fetches a zstd-compressed dataset.
 """

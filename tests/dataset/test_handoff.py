@@ -20,7 +20,8 @@ import torch
 from torch.utils.data import DataLoader, default_collate
 
 from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
-from streaming.dataset import handoff, ring
+from streaming.coord import ring
+from streaming.dataset import handoff
 from tests.dataset.test_batches import _equal
 
 pytestmark = pytest.mark.filterwarnings('ignore:.*pin_memory')  # No accelerator: a no-op.

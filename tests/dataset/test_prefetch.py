@@ -1,4 +1,4 @@
-"""The node's downloads in first-use order (streaming.dataset.prefetch)."""
+"""The node's downloads in first-use order (streaming.cache.prefetch)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from torch.utils.data import DataLoader
 
 from streaming import StreamingDataset
-from streaming.dataset.cache import LOCAL, REMOTE
-from streaming.dataset.prefetch import IN_FLIGHT_ENV, Concurrency, in_flight_setting
+from streaming.cache.concurrency import IN_FLIGHT_ENV, Concurrency, in_flight_setting
+from streaming.cache.shard_cache import LOCAL, REMOTE
 from streaming.order.first_use import iter_first_uses
 from streaming.storage import register_backend
 from streaming.storage.local import LocalBackend
@@ -151,17 +151,17 @@ def test_no_background_download_with_predownload_zero(logged_remote, tmp_path):
 
 
 def test_the_last_shards_are_split_into_parts():
-    from streaming.dataset.prefetch import MAX_PARTS, _tail_parts
-    assert _tail_parts(free=4, unstarted=40, limit=16) == 1  # Plenty left: whole shards.
-    assert _tail_parts(free=4, unstarted=16, limit=16) == 1
-    assert _tail_parts(free=4, unstarted=8, limit=16) == 2
-    assert _tail_parts(free=4, unstarted=3, limit=16) == 6
-    assert _tail_parts(free=4, unstarted=1, limit=16) == MAX_PARTS
-    assert _tail_parts(free=0, unstarted=1, limit=16) == 1
+    from streaming.cache.prefetch import MAX_PARTS, tail_parts
+    assert tail_parts(free=4, unstarted=40, limit=16) == 1  # Plenty left: whole shards.
+    assert tail_parts(free=4, unstarted=16, limit=16) == 1
+    assert tail_parts(free=4, unstarted=8, limit=16) == 2
+    assert tail_parts(free=4, unstarted=3, limit=16) == 6
+    assert tail_parts(free=4, unstarted=1, limit=16) == MAX_PARTS
+    assert tail_parts(free=0, unstarted=1, limit=16) == 1
 
 
 def test_share_of_a_cache_limit_leaves_two_shards_and_never_less_than_half():
-    from streaming.dataset.prefetch import share_of
+    from streaming.cache.budget import share_of
     assert share_of(100, 4) == 75  # Plenty of room: three quarters.
     assert share_of(100, 20) == 60  # Two of the largest shards stay free.
     assert share_of(100, 40) == 50  # Never less than half (the share it had before).

@@ -8,9 +8,10 @@ import os
 import streaming
 
 FORMAT_DIR = os.path.join(os.path.dirname(streaming.__file__), 'format')
-# What streaming.format may import from the package: itself and the leaf modules below it.
+# What streaming.format may import from the package: itself and the modules below it (the leaf
+# modules, and node coordination for the writer's output-directory lock).
 ALLOWED = ('streaming.format', 'streaming.errors', 'streaming.fileio', 'streaming.util',
-           'streaming.indexing')
+           'streaming.indexing', 'streaming.coord')
 
 
 def imported_modules(path: str) -> set[str]:

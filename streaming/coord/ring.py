@@ -1,4 +1,4 @@
-"""The shared memory of ``streaming.dataset.handoff``: a worker's ring of batch slots.
+"""A DataLoader worker's ring of batch slots in shared memory (for ``streaming.dataset.handoff``).
 
 A worker's ring is one ``memfd`` (anonymous shared memory: never a file in ``/dev/shm``, freed
 by the kernel once no process maps it or holds it open) of ``SLOTS`` slots of equal size. Each
@@ -11,6 +11,8 @@ new one is announced, which comes after every batch sent through the old one.
 The ring's file descriptor reaches the main process once per generation and pass
 (``multiprocessing.reduction.DupFd``, a Unix socket, as torch sends its own segments); the main
 process maps it and keeps the map in ``Maps`` until the worker's pass ends or it exits.
+``Maps`` calls its ``on_map(ring bytes, slot bytes)`` hook at each new map (the handoff keeps
+that much freed heap memory for the batches it copies out).
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ import os
 import secrets
 import threading
 from multiprocessing import reduction
-from typing import Any
+from typing import Any, Callable
 
 from streaming.coord.shared_dir import start_time
-from streaming.dataset.heap import keep_freed
 
 __all__ = ['Ring', 'Maps', 'HEADER', 'SLOTS', 'FREE', 'BUSY']
 
@@ -99,9 +100,10 @@ class Ring:
 class Maps:
     """The main process's maps of workers' rings: (pid, token) -> (generation, mmap)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_map: Callable[[int, int], None] | None = None) -> None:
         self.maps: dict[tuple[int, str], tuple[int, mmap.mmap]] = {}
         self.lock = threading.Lock()
+        self.on_map = on_map
 
     def get(self, ref: tuple, announce: Any) -> mmap.mmap:
         """The map of the ring ``ref`` names, mapping it first if ``announce`` brings its fd."""
@@ -124,9 +126,8 @@ class Maps:
                     old[1].close()
                 self.maps[key] = (generation, data)
                 self.drop_dead()
-                # Batches of up to a slot are copied out of it into new objects: the heap
-                # keeps a ring's worth of freed memory for them (streaming.dataset.heap).
-                keep_freed(size, size // SLOTS)
+                if self.on_map is not None:
+                    self.on_map(size, size // SLOTS)
             entry = self.maps.get(key)
         if entry is None or entry[0] != generation:
             raise RuntimeError(f'A batch from DataLoader worker process {pid} refers to shared '

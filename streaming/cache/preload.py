@@ -2,7 +2,7 @@
 
 A DataLoader worker forked while another thread of its parent holds a module's import lock
 deadlocks as soon as it imports that module itself: the child gets the lock held, and never the
-thread that would release it. The node's schedule (``streaming.dataset.prefetch``) starts its
+thread that would release it. The node's schedule (``streaming.cache.prefetch``) starts its
 threads when the dataset is built, before workers are forked, and its downloads use modules that
 are imported on first use: ``numpy.random`` (the epoch's order), the codecs of compressed shards,
 the checksum of ``validate_hash``, the storage SDK and what its client imports when built. The
@@ -17,14 +17,14 @@ import importlib
 import logging
 from typing import Sequence
 
-from streaming.dataset.stream import Stream
+from streaming.cache.shard_cache import CachedStream
 
 __all__ = ['preload_for_downloads']
 
 logger = logging.getLogger(__name__)
 
 
-def preload_for_downloads(streams: Sequence[Stream]) -> None:
+def preload_for_downloads(streams: Sequence[CachedStream]) -> None:
     """Import the modules that downloading and preparing these streams' shards will use.
 
     A module that cannot be imported is left to the download, which reports it where it is

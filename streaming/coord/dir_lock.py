@@ -8,13 +8,12 @@ process or another, fails at once with ``OutputLockedError`` naming the director
 
 from __future__ import annotations
 
-import fcntl
 import os
 
+from streaming.coord.lock import try_lock
 from streaming.errors import OutputError, OutputLockedError
-from streaming.fileio import create_temp, remove_quietly
 
-__all__ = ['DirectoryLock', 'check_writable']
+__all__ = ['DirectoryLock']
 
 
 class DirectoryLock:
@@ -35,9 +34,7 @@ class DirectoryLock:
         if self._fd is not None and _same_file(fd, self._fd):
             os.close(fd)
             return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not try_lock(fd):
             holder = _holder(fd)
             os.close(fd)
             raise OutputLockedError(f'{self.parameter}={path!r}: another writer is writing to '
@@ -55,17 +52,6 @@ class DirectoryLock:
 
     def __del__(self) -> None:
         self.release()
-
-
-def check_writable(path: str, parameter: str) -> None:
-    """Create and remove a temporary file in ``path``; ``OutputError`` naming ``parameter``."""
-    try:
-        fd, temp = create_temp(os.path.join(path, 'probe'))
-        os.close(fd)
-        remove_quietly(temp)
-    except OSError as error:
-        raise OutputError(f'{parameter}={path!r} is not writable: '
-                          f'{error.strerror or error}.', error.errno) from None
 
 
 def _same_file(fd: int, other: int) -> bool:

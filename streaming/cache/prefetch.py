@@ -6,10 +6,10 @@ the ones needed first start. The epoch's order is known before its first sample,
 
 * **one schedule per node.** The order of the epoch a dataset will read first is known when it
   is built (its next epoch, or a pending resume), and again when a pass begins. From it,
-  ``streaming.order.first_use`` gives each shard's first use by any rank or worker of the node.
-  One process of the node, the holder of the node's download lease, walks the shards in that
-  order and keeps several downloads in flight, from the moment the dataset is built (before
-  DataLoader workers exist) to the end of the epoch.
+  ``streaming.order.first_use`` gives each shard's first use by any rank or worker of the node
+  (``streaming.cache.walk`` walks them). One process of the node, the holder of the node's
+  download lease, walks the shards in that order and keeps several downloads in flight, from
+  the moment the dataset is built (before DataLoader workers exist) to the end of the epoch.
 * **one table of shard states.** Every download goes through ``ShardCache.prepare`` and so
   through the node-wide table of shard states: a shard is claimed once and fetched once, and a
   reader needing a shard the downloader has not reached fetches it itself (nobody's idle).
@@ -18,19 +18,19 @@ the ones needed first start. The epoch's order is known before its first sample,
   the first to succeed carries on the schedule; downloads the dead process left half done are
   reclaimed by ``prepare``, which sees their lock free.
 * **how many in flight.** ``STREAMING_DOWNLOADS_IN_FLIGHT`` (an integer), or by default an
-  adaptive count (``Concurrency``): it starts at ``START``, grows while each transfer receives
-  as fast as the best seen (the link has room), settles where the link is full, and halves
-  when the store throttles or downloads fail; readers' own downloads count toward it. Under
+  adaptive count (``streaming.cache.concurrency``): it starts at ``START``, grows while each
+  transfer receives as fast as the best seen (the link has room), settles where the link is
+  full, and halves when the store throttles or downloads fail; readers' own downloads count
+  toward it. Under
   throttling the node's request rate is paced (``storage.pacing``, one pace for the node's
-  processes). The epoch's last shards are fetched as ranged parts (``_tail_parts``), so that
+  processes). The epoch's last shards are fetched as ranged parts (``tail_parts``), so that
   they do not trickle in over one capped connection each while the link idles.
 * **how far ahead.** An explicit ``predownload`` bounds the lookahead as in the reference
   (samples per worker ahead of the slowest reader); by default the lookahead is bounded only by
-  bytes: ``share_of`` ``cache_limit``, or ``AUTO_AHEAD_BYTES`` without a limit. Under a limit,
-  shards fetched ahead are marked used-in-the-future, so LRU eviction takes them last, and
-  among them the one needed last first (marks from the plan's start, not the fetch's end:
-  otherwise the shard fetched first, needed soonest, went first, its reader fetched it again
-  and evicted the next one: a cascade of re-downloads over one connection each).
+  bytes, as the cache allows (``ShardCache.budget``). Whether a shard fetched ahead fits, and
+  the LRU marks that make eviction take shards fetched ahead last and shards every reader is
+  past first, are the cache's (``room_for_ahead``, ``mark_ahead``, ``mark_passed``): the
+  schedule only asks.
 
 Readers report how far they are (``Progress``) in a shared array; download retries, timeouts and
 verification are the stream's (``download_retry``, ``download_timeout``, ``validate_hash``).
@@ -50,24 +50,21 @@ from typing import Callable
 
 import numpy as np
 
+from streaming.cache.concurrency import Concurrency, in_flight_setting
+from streaming.cache.preload import preload_for_downloads
+from streaming.cache.shard_cache import PREPARING, REMOTE, ShardCache
+from streaming.cache.walk import EpochWalk
 from streaming.coord import Lease, SharedDir
-from streaming.dataset.cache import LOCAL, PREPARING, REMOTE, ShardCache
-from streaming.dataset.preload import preload_for_downloads
-from streaming.order import iter_first_uses, last_uses, sample_time
+from streaming.order import sample_time
 from streaming.storage.download import in_parts
-from streaming.storage.meter import METER, Meter
 from streaming.storage.pacing import PACER, PACING_FIELDS
 
-__all__ = ['AUTO_AHEAD_BYTES', 'IN_FLIGHT_ENV', 'Concurrency', 'NodePrefetch', 'Progress',
-           'in_flight_setting', 'prefetch_arrays']
+__all__ = ['MAX_PARTS', 'NodePrefetch', 'Progress', 'prefetch_arrays', 'tail_parts']
 
 logger = logging.getLogger(__name__)
 
-IN_FLIGHT_ENV = 'STREAMING_DOWNLOADS_IN_FLIGHT'
-AUTO_AHEAD_BYTES = 4 << 30
 MAX_WORKERS = 64  # Workers per rank whose progress is tracked (more are not waited for).
 _DONE = 1 << 62
-_AHEAD_NS = 1 << 50  # Marks of shards fetched ahead: above any read's for 13 days.
 # The plan: [generation, epoch, sample_in_epoch, workers, generation whose walk is complete].
 _GEN, _EPOCH, _START, _WORKERS, _COMPLETE = range(5)
 
@@ -77,107 +74,6 @@ def prefetch_arrays(local_world_size: int) -> dict[str, tuple[str, tuple]]:
     return {'prefetch_plan': ('int64', (5,)),
             'prefetch_progress': ('int64', (local_world_size, MAX_WORKERS)),
             'download_pacing': ('float64', (PACING_FIELDS,))}
-
-
-def in_flight_setting() -> int | None:
-    """``STREAMING_DOWNLOADS_IN_FLIGHT`` as a count, or None (unset or ``auto``: adaptive)."""
-    value = os.environ.get(IN_FLIGHT_ENV, '').strip().lower()
-    if value in ('', 'auto'):
-        return None
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise ValueError(f'{IN_FLIGHT_ENV}={value!r} must be a positive integer or "auto".')
-    return count
-
-
-class Concurrency:
-    """How many downloads to keep in flight: fixed, or grown while each transfer's rate holds.
-
-    The signal is what this process's transfers receive (``streaming.storage.meter``): bytes
-    per connection-second of receiving, which the time to first byte does not dilute. Every
-    ``window`` seconds in which demand exceeded the count (``held_back``), that rate is compared
-    with the best seen: at least ``hold`` of it, the link had room for the transfers added, so
-    the count doubles; below it, the link (or this process) is full, so the count becomes
-    what carries the bytes at the best rate per connection ever seen (``count * rate / peak``,
-    plus ``headroom`` for transfers waiting for their first byte) and stays there for ``rest``
-    seconds, after which the best is measured afresh and growth is tried again. A failed
-    download halves the count (not below ``LOW``); so does a refusal by a throttling store (not
-    below ``THROTTLED_LOW``: the node's request rate is then set by ``storage.pacing``, and the
-    count only has to keep enough downloads waiting for their turns).
-    """
-
-    START, LOW, HIGH = 16, 2, 64
-    FLOOR = 8  # Lowest count a full link sets (a slower rate may be noise, not congestion).
-    THROTTLED_LOW = 4
-
-    def __init__(self, fixed: int | None = None, window: float = 0.25, hold: float = 0.85,
-                 headroom: float = 1.5, settle: float = 0.1, rest: float = 5.0,
-                 meter: Meter = METER) -> None:
-        self.fixed = fixed
-        self.value = fixed or self.START
-        self.window, self.hold, self.headroom = window, hold, headroom
-        self.settle, self.rest, self.meter = settle, rest, meter
-        self._since: float | None = None
-        self._resume = 0.0  # No window begins before this time (after a change).
-        self._frozen = 0.0  # No growth before this time (after the link was found full).
-        self._busy = 0.0
-        self._last = 0.0
-        self._best = 0.0  # Best rate per connection since the last full link.
-        self._peak = 0.0  # Best rate per connection ever: what one uncrowded transfer gets.
-        self._mark = (0, 0.0)
-
-    def failed(self, now: float | None = None, low: int | None = None) -> None:
-        """A download failed: halve the count (not below ``low``), grow nothing for a while."""
-        if self.fixed is None:
-            self.value = max(self.LOW if low is None else low, self.value // 2)
-            self._frozen = (time.monotonic() if now is None else now) + self.rest
-            self._since = None
-
-    def throttled(self, now: float | None = None) -> None:
-        """The store refused requests (the pacer now sets the rate): fewer downloads queued."""
-        self.failed(now, min(self.value, self.THROTTLED_LOW))
-
-    def update(self, now: float, held_back: bool) -> None:
-        """Called as the scheduler loops; ``held_back``: downloads waited for this count."""
-        if self.fixed is not None:
-            return
-        if self._since is None:
-            if now >= self._resume:
-                received, area, _ = self.meter.reading()
-                self._since, self._last, self._busy, self._mark = now, now, 0.0, (received,
-                                                                                   area)
-            return
-        if held_back:
-            self._busy += now - self._last
-        self._last = now
-        elapsed = now - self._since
-        if elapsed < self.window:
-            return
-        received, area, _ = self.meter.reading()
-        nbytes, seconds = received - self._mark[0], area - self._mark[1]
-        busy, self._since, self._busy, self._mark = self._busy, now, 0.0, (received, area)
-        if busy < 0.5 * elapsed or seconds < elapsed or nbytes <= 0:
-            return  # Not held back by the count, or too little received to judge.
-        rate = nbytes / seconds
-        if self._frozen and now >= self._frozen:
-            self._frozen, self._best = 0.0, 0.0  # Measure the best afresh and try growing.
-        if rate >= self.hold * self._best:
-            self._best = max(self._best, rate)
-            self._peak = max(self._peak, rate)
-            if not self._frozen:
-                self._change(now, min(self.HIGH, self.value * 2))
-        elif not self._frozen:
-            full = int(self.value * rate / self._peak * self.headroom + 0.5)
-            self._change(now, max(min(self.FLOOR, self.value), min(self.value, full)))
-            self._frozen = now + self.rest
-
-    def _change(self, now: float, value: int) -> None:
-        if value != self.value:
-            self.value = value
-            self._since, self._resume = None, now + self.settle
 
 
 class Progress:
@@ -227,16 +123,8 @@ class NodePrefetch:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._start_lock = threading.Lock()
-        sizes = np.asarray(cache._max_sizes(), np.int64)
-        self.sizes = sizes
-        largest = int(sizes.max()) if len(sizes) else 0
-        budget = AUTO_AHEAD_BYTES if cache.limit is None else share_of(cache.limit, largest)
-        # What cache_limit leaves for shards once the indexes (which count against it) are in.
-        self.room = None if cache.limit is None else \
-            cache.limit - sum(stream.get_index_size() for stream in cache.streams)
-        # Bytes that downloads in flight may reserve under the limit.
-        self.reservable = None if self.room is None else share_of(self.room, largest)
-        self.budget = max(budget, largest)
+        self.sizes = cache.max_sizes()
+        self.budget = cache.budget()
         self.mark_base = time.monotonic_ns()  # Set again as each plan begins (see ``fetch``).
 
     def __reduce__(self) -> tuple:
@@ -298,31 +186,18 @@ class NodePrefetch:
             return
         with in_parts(parts):
             cache.prepare(shard, blocking=False)
-        if cache.limit is not None:  # Fetched ahead: evicted after every shard already used,
-            # and the one needed last first (``mark_base`` is the plan's: a later plan's marks
-            # are above an earlier one's).
-            cache.access[shard] = self.mark_base + _AHEAD_NS - first_use
+        # ``mark_base`` is the plan's: a later plan's marks are above an earlier one's.
+        cache.mark_ahead(shard, first_use, self.mark_base)
 
 
 def _absent() -> None:
     return None
 
 
-def share_of(room: int, largest: int) -> int:
-    """What the schedule may take of ``room`` bytes under ``cache_limit`` (``largest``: shard).
-
-    Three quarters, as long as that leaves room for two of the largest shards (two readers
-    each waiting for one); never less than half, the share it had before. Under a small limit,
-    three quarters keeps more transfers in flight and fetches fewer shards twice (measured
-    through the link emulator: docs/benchmarks.md, "Remote through an emulated network link").
-    """
-    return max(room // 2, min(room * 3 // 4, room - 2 * largest))
-
-
 MAX_PARTS = 8
 
 
-def _tail_parts(free: int, unstarted: int, limit: int) -> int:
+def tail_parts(free: int, unstarted: int, limit: int) -> int:
     """Ranged parts to fetch the next shard in: 1, except at the end of the epoch.
 
     While at least ``limit`` shards are left to start, each is one GET. Past that, the last
@@ -388,63 +263,9 @@ class _Schedule:
         self.epoch, self.start = int(plan[_EPOCH]), int(plan[_START])
         order = owner.order_for(self.epoch, self.start, int(plan[_WORKERS]) or 1)
         owner.mark_base = time.monotonic_ns()
-        self.walk = iter_first_uses(order, owner.shard_starts, len(owner.sizes))
-        # Under a cache limit, each shard's last use: once every reader is past it, the shard is
-        # marked least recently used, so that eviction takes it before any shard still needed.
-        self.dead: np.ndarray | None = None
-        if owner.cache.limit is not None:
-            self.last = last_uses(order, owner.shard_starts, len(owner.sizes))
-            used = np.flatnonzero(self.last >= 0)
-            self.dead = used[np.argsort(self.last[used], kind='stable')]
-            self.dead_cursor = 0
-        self.queue: deque[tuple[int, int]] = deque()
+        # Last uses only matter to a cache that evicts.
+        self.walk = EpochWalk(order, owner.shard_starts, len(owner.sizes), owner.cache.evicts)
         self.ahead: deque[tuple[int, int]] = deque()  # (first use, bytes) fetched ahead.
-        self.walked = False
-
-    def _next(self) -> tuple[int, int] | None:
-        while not self.queue:
-            try:
-                shards, times = next(self.walk)
-            except StopIteration:
-                self.walked = True
-                return None
-            self.queue.extend(zip(shards.tolist(), times.tolist()))
-        return self.queue[0]
-
-    def _may_reserve(self, size: int) -> bool:
-        """Whether one more download may start under ``cache_limit``.
-
-        Downloads in flight (each reserves its shard's bytes) keep to ``share_of`` the room the
-        streams' indexes leave under the limit, so that readers can always make room for the
-        shards they wait for.
-        """
-        reservable = self.owner.reservable
-        if reservable is None:
-            return True
-        return sum(reserved for _, reserved in self.futures.values()) + size <= reservable
-
-    def _room_for(self, size: int, states: np.ndarray) -> bool:
-        """Whether a shard fetched ahead fits under ``cache_limit``.
-
-        Evicting for it may take only shards every reader is past (marked with access 0).
-        """
-        cache = self.owner.cache
-        if cache.limit is None:
-            return True
-        dead = (states == LOCAL) & (cache.access == 0)
-        return cache.usage - int(self.owner.sizes[dead].sum()) + size <= cache.limit
-
-    def _mark_dead(self, now: int, states: np.ndarray) -> None:
-        if self.dead is None:
-            return
-        access = self.owner.cache.access
-        while self.dead_cursor < len(self.dead):
-            shard = int(self.dead[self.dead_cursor])
-            if self.last[shard] >= now:
-                return
-            if states[shard] == LOCAL:
-                access[shard] = 0
-            self.dead_cursor += 1
 
     def run(self) -> None:
         owner = self.owner
@@ -456,7 +277,8 @@ class _Schedule:
             workers = max(1, int(plan[_WORKERS]))
             now, everyone = owner.now(workers)
             if everyone:
-                self._mark_dead(now, states)
+                for shard in self.walk.passed(now):
+                    owner.cache.mark_passed(shard)
             horizon = None if owner.ahead is None else now + owner.ahead * workers
             while self.ahead and self.ahead[0][0] <= now:
                 self.ahead.popleft()
@@ -465,34 +287,27 @@ class _Schedule:
             others = self._others_in_flight(states)
             unstarted = -1  # Shards nobody fetches yet, counted when first needed.
             while len(self.futures) + others < limit:
-                item = self._next()
+                item = self.walk.next_remote(states, horizon)
                 if item is None:
                     break
                 shard, first = item
-                if states[shard] != REMOTE:
-                    self.queue.popleft()
-                    continue
-                if horizon is not None and first >= horizon:
-                    break
                 size = int(owner.sizes[shard])
-                if first > now and (ahead_bytes + size > owner.budget or
-                                    not self._room_for(size, states)):
+                if not owner.budget.admits(size, ahead_bytes if first > now else None,
+                                           [reserved for _, reserved in self.futures.values()],
+                                           owner.cache.room_for_ahead):
                     break
-                if self.futures and not self._may_reserve(size):
-                    break
-                self.queue.popleft()
+                self.walk.take()
                 if unstarted < 0:
                     unstarted = int(np.count_nonzero(states == REMOTE))
                 # Paced (the store throttles): one GET per shard, each taking a turn.
                 parts = 1 if PACER.rate is not None else \
-                    _tail_parts(limit - len(self.futures), unstarted, limit)
+                    tail_parts(limit - len(self.futures), unstarted, limit)
                 unstarted -= 1
                 self.futures[self.pool.submit(owner.fetch, shard, first, parts)] = (shard, size)
                 if first > now:
                     self.ahead.append((first, size))
                     ahead_bytes += size
-            dead_left = self.dead is not None and self.dead_cursor < len(self.dead)
-            if self.walked and not self.queue and not self.futures and not dead_left:
+            if self.walk.finished and not self.futures:
                 with owner.shared.lock('prefetch'):
                     if int(plan[_GEN]) == self.generation:
                         plan[_COMPLETE] = self.generation

@@ -5,9 +5,12 @@ sees the same cache. One process downloads a shard while the others wanting it b
 shard's lock (no polling). Eviction picks the least recently used local shard, and never a
 shard whose only copy is local (a stream without a remote): that would lose data.
 
-The cache is the only reader of ``cache_limit``, and keeps its own LRU bookkeeping: the read
+The cache is the only reader of ``cache_limit`` and the only writer of its LRU marks. The read
 path calls ``read(shard, index)``, which records the access, notices evictions made by other
-processes, and prepares the shard when it is not known to be local.
+processes, and prepares the shard when it is not known to be local. The node's download
+schedule (``streaming.cache.prefetch``) asks it how far ahead it may fetch (``budget``),
+whether a shard fetched ahead fits (``room_for_ahead``), and marks shards as needed later
+(``mark_ahead``) or never again this epoch (``mark_passed``).
 """
 
 from __future__ import annotations
@@ -15,19 +18,40 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from streaming.cache.budget import DownloadBudget, samples_that_fit
 from streaming.coord import FileLock, SharedDir
-from streaming.dataset.stream import Stream
 from streaming.errors import ShardFileError
 from streaming.format import Reader
 from streaming.storage.meter import METER
 
-__all__ = ['ShardCache', 'cache_arrays', 'samples_that_fit', 'REMOTE', 'PREPARING', 'LOCAL']
+__all__ = ['AHEAD_NS', 'LOCAL', 'PREPARING', 'REMOTE', 'CachedStream', 'ShardCache',
+           'cache_arrays']
 
 REMOTE, PREPARING, LOCAL = 0, 1, 2
+AHEAD_NS = 1 << 50  # LRU marks of shards fetched ahead: above any read's for 13 days.
+
+
+class CachedStream(Protocol):
+    """What the cache and the node's downloads ask of a stream (``dataset.stream.Stream``)."""
+
+    remote: str | None
+    validate_hash: str | None
+    download_timeout: float | None
+    safe_keep_zip: bool
+
+    @property
+    def has_remote(self) -> bool: ...
+
+    def get_index_size(self) -> int: ...
+
+    def set_up_local(self, shards: Sequence[Reader], cache_usage_per_shard: np.ndarray) -> None:
+        ...
+
+    def prepare_shard(self, shard: Reader) -> int: ...
 
 
 def cache_arrays(num_shards: int) -> dict[str, tuple[str, tuple]]:
@@ -39,34 +63,23 @@ def cache_arrays(num_shards: int) -> dict[str, tuple[str, tuple]]:
             'egress': ('int64', (2,))}  # The node's shard downloads: bytes received, GETs.
 
 
-def samples_that_fit(limit: int | None, max_sizes: np.ndarray,
-                     samples_per_shard: np.ndarray) -> int | None:
-    """``ShardCache.samples_that_fit`` for shards of peak sizes ``max_sizes``.
-
-    Also used by ``streaming cost``, which must cap the block size as a dataset does.
-    """
-    if limit is None or not len(samples_per_shard):
-        return None
-    mean_bytes = max(float(np.mean(max_sizes)), 1.0)
-    shards_fit = max(int(limit // 4 // mean_bytes), 1)
-    return max(int(shards_fit * float(np.mean(samples_per_shard))), 1)
-
-
 class ShardCache:
     """Prepare (download and decompress) and evict shards under an optional byte limit."""
 
-    def __init__(self, shared: SharedDir, shards: Sequence[Reader], streams: list[Stream],
-                 shard_streams: np.ndarray, limit: int | None) -> None:
+    def __init__(self, shared: SharedDir, shards: Sequence[Reader],
+                 streams: Sequence[CachedStream], shard_streams: np.ndarray,
+                 limit: int | None) -> None:
         self.shared = shared
         self.shards = shards
         self.streams = streams
         self.shard_streams = shard_streams
         self.limit = limit
+        self._max_sizes: np.ndarray | None = None
         # A shard that takes no cache space (a unit read in place) is never evicted: that would
         # free nothing and only make every process drop what it decoded of it.
         remote = np.array([stream.has_remote for stream in streams], bool)
         self.evictable = (remote[np.asarray(shard_streams, np.int64)] if len(shard_streams)
-                          else np.zeros(0, bool)) & (self._max_sizes() > 0)
+                          else np.zeros(0, bool)) & (self.max_sizes() > 0)
         self._lock = shared.lock('cache')
         # This process's view, for the read path: may anything be evicted, which eviction
         # generation of each shard it has mapped, and which shards it knows to be local.
@@ -105,7 +118,7 @@ class ShardCache:
         ``get_index_size`` reports them.
         """
         with self._lock:
-            usage = sum(stream.get_index_size() for stream in self.streams)
+            usage = self.index_bytes()
             states = self.states
             per_shard = np.zeros(len(self.shards), np.int64)
             for stream_id, stream in enumerate(self.streams):
@@ -125,8 +138,8 @@ class ShardCache:
         """Refuse a cache_limit that cannot hold the indexes and two of the largest shards."""
         if self.limit is None or not self.shards:
             return
-        largest = int(self._max_sizes().max())
-        indexes = sum(stream.get_index_size() for stream in self.streams)
+        largest = int(self.max_sizes().max())
+        indexes = self.index_bytes()
         if self.limit < 2 * largest + indexes:
             raise ValueError(f'cache_limit={self.limit} bytes is too small: the largest '
                              f'shard needs {largest} bytes while it is prepared, the cache '
@@ -144,14 +157,58 @@ class ShardCache:
         quarter rather than a half: fewer shards fetched twice through an emulated link, see
         docs/benchmark-history.md).
         """
-        return samples_that_fit(self.limit, self._max_sizes(), samples_per_shard)
+        return samples_that_fit(self.limit, self.max_sizes(), samples_per_shard)
 
-    def _max_sizes(self) -> np.ndarray:
+    def max_sizes(self) -> np.ndarray:
         """Each shard's peak local bytes (from the index summaries when readers are lazy)."""
-        column = getattr(self.shards, 'column', None)
-        if column is not None:
-            return column('max_size')
-        return np.array([shard.get_max_size() for shard in self.shards], np.int64)
+        if self._max_sizes is None:
+            column = getattr(self.shards, 'column', None)
+            self._max_sizes = np.asarray(column('max_size'), np.int64) if column is not None \
+                else np.array([shard.get_max_size() for shard in self.shards], np.int64)
+        return self._max_sizes
+
+    def index_bytes(self) -> int:
+        """What the streams' ``index.json`` files take of the cache."""
+        return sum(stream.get_index_size() for stream in self.streams)
+
+    # ---- the download schedule's questions -------------------------------------------------------
+    @property
+    def evicts(self) -> bool:
+        """Whether the cache evicts (it has a ``cache_limit``), by the LRU marks."""
+        return self.limit is not None
+
+    def budget(self) -> DownloadBudget:
+        """How many bytes the node's downloads may fetch ahead and reserve at once."""
+        sizes = self.max_sizes()
+        largest = int(sizes.max()) if len(sizes) else 0
+        return DownloadBudget.for_limit(self.limit, self.index_bytes() if self.evicts else 0,
+                                        largest)
+
+    def room_for_ahead(self, size: float) -> bool:
+        """Whether a shard of ``size`` bytes fetched ahead fits under ``cache_limit``.
+
+        Evicting for it may take only shards that every reader is past (``mark_passed``).
+        """
+        if self.limit is None:
+            return True
+        passed = (self.states == LOCAL) & (self.access == 0)
+        return self.usage - int(self.max_sizes()[passed].sum()) + size <= self.limit
+
+    def mark_ahead(self, shard_id: int, first_use: int, base: int) -> None:
+        """Mark ``shard_id`` fetched ahead: evicted after every shard already used.
+
+        Among shards fetched ahead, the one needed last goes first: the mark is the plan's start
+        ``base`` (ns) plus a ceiling above any read's, less ``first_use``. It counts from the
+        plan's start, not the fetch's end: otherwise the shard fetched first, needed soonest,
+        went first, its reader fetched it again and evicted the next one.
+        """
+        if self.evicts:
+            self.access[shard_id] = base + AHEAD_NS - first_use
+
+    def mark_passed(self, shard_id: int) -> None:
+        """Every reader is past ``shard_id``'s last use this epoch: evict it before others."""
+        if self.states[shard_id] == LOCAL:
+            self.access[shard_id] = 0
 
     # ---- use ------------------------------------------------------------------------------
     def ready(self, shard_id: int) -> Reader:
