@@ -221,3 +221,32 @@ def test_an_epoch_survives_refusals_beyond_its_retries(s3, moto, monkeypatch, tm
     assert sorted(ids) == list(range(120))
     assert {fault for fault, _, _ in proxy.injected} == {'503'}
     assert os.listdir(tmp_path / 'cache')
+
+
+def test_in_place_reads_treat_refusals_as_the_downloads_do(s3, moto, monkeypatch,
+                                                          tmp_path) -> None:
+    """A file read where it lies (``sources/remote.py``: ranges, listings) outlasts refusals.
+
+    Three 503 SlowDown answers before each range, ``retries=0``: the reads succeed, each refusal
+    reported to the node's pacer instead of counted as the one attempt allowed.
+    """
+    from streaming.sources.remote import fetch_ranges, list_objects, read_range
+    client, bucket = s3
+    client.put_object(Bucket=bucket, Key='src/data.bin', Body=bytes(range(256)) * 4)
+    proxy = servers.FaultProxy(moto.port)
+    monkeypatch.setattr(pacing.PACER, 'state', np.zeros(PACING_FIELDS, np.float64))
+    try:
+        s3_env(monkeypatch, proxy.url)
+        proxy.rule = lambda m, p, n: '503' if n < 3 else None
+        url = f's3://{bucket}/src/data.bin'
+        assert read_range(url, 10, 20, retries=0, timeout=30) == bytes(range(10, 20))
+        assert [found for found, _ in list_objects(f's3://{bucket}/src/', retries=0,
+                                                   timeout=30)] == [url]
+        out = fetch_ranges(url, str(tmp_path / 'ranges'), [(0, 4), (256, 4)], retries=0,
+                           timeout=30)
+        with open(out, 'rb') as f:
+            assert f.read() == bytes(range(4)) * 2
+    finally:
+        proxy.stop()
+    assert {fault for fault, _, _ in proxy.injected} == {'503'}
+    assert pacing.PACER.throttles >= 6
