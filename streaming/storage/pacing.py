@@ -10,13 +10,19 @@ So every request of the node waits for its turn here (``wait_turn``):
 * **the first refusal sets the rate to what the store served**: the requests answered per
   second over about the last ``TAU`` seconds (a node's share of the budget, found without
   asking other nodes), or, before any answer, ``BETA`` of the rate the node was asking at.
-* **each later refusal cuts the rate** to ``BETA`` of itself, once per ``COOLDOWN`` seconds
-  (refusals of requests sent before a cut arrive after it and must not cut again); never below
-  ``MIN_RATE``. (Cutting to what was served instead starves a node whose share is small: it
-  sends little, so little is served, and it never grows back.)
+* **each later refusal cuts the rate** to ``BETA`` of itself, or lower, to what the store
+  served the node since the last cut (answers per second) when that is less, but never below
+  ``MIN_KEEP`` of the rate (answers are counted when a body is complete, so a short interval
+  under-counts them) nor below ``MIN_RATE``; at most once per ``COOLDOWN`` seconds (refusals of
+  requests sent before a cut arrive after it and must not cut again). A fleet that started
+  together far above the store's budget is down to it after a cut or two instead of five.
 * **additive growth**: while requests are waiting for their turn, the rate grows by ``GROWTH``
   of the rate before the last cut (plus ``MIN_STEP``), per second. Nodes that grow by the same
   rule and cut by the same factor converge to equal shares without talking to each other (AIMD).
+  The step doubles every ``PROBE`` seconds without a cut (``PROBE_DOUBLINGS`` times at most):
+  a node cut deep by a busy start, or whose peers have finished, finds the room left in seconds
+  instead of minutes (starving a node that sends little is what a cut to the served rate
+  would otherwise risk).
 
 Turns are spaced ``1/rate`` apart with a little jitter. The state lives in a few floats: a
 process's own by default; ``share`` puts it in a node-wide shared array under a node-wide lock,
@@ -39,11 +45,12 @@ import numpy as np
 __all__ = ['PACER', 'PACING_FIELDS', 'Pacer']
 
 # The fields of the state array: the rate and when the next turn is, the last cut, refusals
-# seen, the rate before the last cut, growth's and waits' times, and two decaying counts (of
-# answered and of sent requests: each is a rate once divided by ``TAU``) with their times.
+# seen, the rate before the last cut, growth's and waits' times, two decaying counts (of
+# answered and of sent requests: each is a rate once divided by ``TAU``) with their times, and
+# the answers since the last cut.
 (_RATE, _NEXT_AT, _CUT_AT, _THROTTLES, _BASE, _GREW_AT, _WAITED_AT, _OK, _OK_AT, _SENT,
- _SENT_AT) = range(11)
-PACING_FIELDS = 11
+ _SENT_AT, _SERVED) = range(12)
+PACING_FIELDS = 12
 
 
 class Pacer:
@@ -54,6 +61,9 @@ class Pacer:
     GROWTH = 0.05  # Per second while held back: this share of the rate before the last cut.
     MIN_RATE = 0.2  # Requests per second a throttled node may always send.
     MIN_STEP = 0.05  # Requests per second added per second at the least (a node cut deep).
+    MIN_KEEP = 0.3  # A cut keeps at least this share of the rate.
+    PROBE = 4.0  # Seconds without a cut over which the growth's step doubles...
+    PROBE_DOUBLINGS = 4  # ...this many times at most.
     TAU = 1.0  # Seconds over which the rates of answers and of requests are measured.
     JITTER = 0.2  # Turns are spaced 1/rate times a factor in [1 - JITTER/2, 1 + JITTER/2].
 
@@ -109,6 +119,7 @@ class Pacer:
         """A request was answered (not refused): counts toward the rate the store serves."""
         with self._lock:
             self._count(_OK, self._clock())
+            self.state[_SERVED] += 1
 
     def throttled(self) -> None:
         """The store refused a request: set or cut the rate (at most once per cooldown)."""
@@ -122,7 +133,10 @@ class Pacer:
                 new = served if served > 0 else self.BETA * self._rate_of(_SENT, now)
             else:
                 self._grow(now)
-                new = self.BETA * state[_RATE]
+                # To what the store served since the last cut, if that is less than BETA of it.
+                served = state[_SERVED] / max(self.COOLDOWN, now - state[_CUT_AT])
+                new = min(self.BETA * state[_RATE], max(served, self.MIN_KEEP * state[_RATE]))
+            state[_SERVED] = 0.0  # The next cut judges only what is answered from now on.
             state[_BASE] = max(state[_RATE], new)
             state[_RATE] = max(self.MIN_RATE, new)
             state[_CUT_AT] = state[_GREW_AT] = now
@@ -146,8 +160,12 @@ class Pacer:
         state = self.state
         # Held back lately: a request waited for its turn within the last two turns (or second).
         lately = max(1.0, 2.0 / state[_RATE]) if state[_RATE] > 0 else 1.0
-        if now - state[_WAITED_AT] < lately and now - state[_CUT_AT] >= self.COOLDOWN:
-            step = self.GROWTH * state[_BASE] + self.MIN_STEP
+        calm = now - state[_CUT_AT]
+        if now - state[_WAITED_AT] < lately and calm >= self.COOLDOWN:
+            # The step doubles every PROBE seconds without a cut (up to 2**PROBE_DOUBLINGS):
+            # a node cut deep, or whose peers have finished, finds the room left in seconds.
+            faster = 2 ** min(self.PROBE_DOUBLINGS, calm / self.PROBE)
+            step = (self.GROWTH * state[_BASE] + self.MIN_STEP) * faster
             state[_RATE] += step * max(0.0, now - state[_GREW_AT])
         state[_GREW_AT] = now
 

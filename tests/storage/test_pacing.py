@@ -76,13 +76,34 @@ def test_refusals_cut_the_rate_once_per_cooldown_and_never_below_the_floor() -> 
     for _ in range(10):  # A burst of refusals of requests sent before the cut: one cut only.
         pacer.throttled()
     assert pacer.rate == first and pacer.throttles == 11
-    clock.sleep(Pacer.COOLDOWN)
+    for _ in range(int(first)):  # The store served the rate since the cut.
+        clock.sleep(1.01 * Pacer.COOLDOWN / int(first))
+        pacer.succeeded()
     pacer.throttled()
     assert pacer.rate == pytest.approx(first * Pacer.BETA, rel=0.01)
     for _ in range(60):
         clock.sleep(Pacer.COOLDOWN)
         pacer.throttled()
     assert pacer.rate == Pacer.MIN_RATE
+
+
+def test_a_cut_goes_down_to_what_the_store_served_since_the_last_cut() -> None:
+    clock = Clock()
+    pacer = paced(clock, served=20, every=0.05)
+    pacer.throttled()
+    first = pacer.rate
+    for _ in range(4):  # Then the store answers 2 requests per second (a busy start).
+        clock.sleep(0.5)
+        pacer.succeeded()
+    pacer.throttled()
+    deep = pacer.rate  # Below BETA of the rate: to what was served, kept above MIN_KEEP of it.
+    assert deep == pytest.approx(max(4 / 2.0, Pacer.MIN_KEEP * first), rel=0.01)
+    assert deep < Pacer.BETA * first * 0.8
+    for _ in range(4):  # Served about the rate: the usual cut (the count began at the cut).
+        clock.sleep(0.25)
+        pacer.succeeded()
+    pacer.throttled()
+    assert pacer.rate == pytest.approx(Pacer.BETA * deep, rel=0.01)
 
 
 def test_the_rate_grows_additively_only_while_requests_wait_for_turns() -> None:
@@ -97,8 +118,34 @@ def test_the_rate_grows_additively_only_while_requests_wait_for_turns() -> None:
         pacer.wait_turn()
     grown = pacer.rate
     assert grown > rate * 1.1
-    # Additive: about GROWTH of the rate before the cut per second, not compounding.
-    assert grown - rate <= (Pacer.GROWTH * rate + Pacer.MIN_STEP) * (clock.now - 1011.0) * 1.05
+    # Additive: about GROWTH of the rate before the cut per second (times the probe's speed-up
+    # at most), not compounding.
+    step = (Pacer.GROWTH * rate + Pacer.MIN_STEP) * 2 ** Pacer.PROBE_DOUBLINGS
+    assert grown - rate <= step * (clock.now - 1011.0) * 1.05
+
+
+def test_growth_speeds_up_the_longer_the_store_refuses_nothing() -> None:
+    """A node cut deep (or whose peers have finished) finds the room left within seconds."""
+    clock = Clock()
+    pacer = paced(clock, served=2)
+    pacer.throttled()
+    cut_at, rates = clock.now, [pacer.rate]
+    for seconds in range(4, 21, 4):  # Requests queue for turns all the while: no refusal.
+        while clock.now < cut_at + seconds:
+            pacer.wait_turn()
+        rates.append(pacer.rate)
+    gains = np.diff(rates)
+    assert (gains > 0).all() and (np.diff(gains) > 0).all(), rates  # Faster every interval...
+    assert gains[-1] >= 6 * gains[0], rates  # ...up to 2**PROBE_DOUBLINGS times the first step.
+    start = Pacer.GROWTH * rates[0] + Pacer.MIN_STEP
+    assert gains[-1] <= start * 2 ** Pacer.PROBE_DOUBLINGS * 4 * 1.05, rates
+    assert rates[-1] >= 8 * rates[0], rates  # From ~1.6/s to its share of a freed store.
+    before = pacer.rate
+    pacer.throttled()  # A cut: growth starts slow again (at most doubled over 4 s).
+    again = pacer.rate
+    while clock.now < cut_at + 24:
+        pacer.wait_turn()
+    assert pacer.rate - again <= (Pacer.GROWTH * before + Pacer.MIN_STEP) * 2 * 4 * 1.05
 
 
 @pytest.mark.parametrize('seed', [1, 2, 3])
