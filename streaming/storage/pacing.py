@@ -9,7 +9,9 @@ So every request of the node waits for its turn here (``wait_turn``):
 * **unlimited until the first refusal.** No pacing at all while the store says nothing.
 * **the first refusal sets the rate to what the store served**: the requests answered per
   second over about the last ``TAU`` seconds (a node's share of the budget, found without
-  asking other nodes), or, before any answer, ``BETA`` of the rate the node was asking at.
+  asking other nodes), or, before any answer, ``MIN_KEEP`` of the rate the node was asking at
+  (a refusal before any answer says the node's share is small: a fleet whose nodes all start
+  at once asks many times the budget).
 * **each later refusal cuts the rate** to ``BETA`` of itself, or lower, to what the store
   served the node since the last cut (answers per second) when that is less, but never below
   ``MIN_KEEP`` of the rate (answers are counted when a body is complete, so a short interval
@@ -62,8 +64,9 @@ class Pacer:
     MIN_RATE = 0.2  # Requests per second a throttled node may always send.
     MIN_STEP = 0.05  # Requests per second added per second at the least (a node cut deep).
     MIN_KEEP = 0.3  # A cut keeps at least this share of the rate.
-    PROBE = 4.0  # Seconds without a cut over which the growth's step doubles...
+    PROBE = 2.0  # Seconds without a cut over which the growth's step doubles...
     PROBE_DOUBLINGS = 4  # ...this many times at most.
+    RECHECK = 0.25  # Seconds a waiting request sleeps at most before it looks again.
     TAU = 1.0  # Seconds over which the rates of answers and of requests are measured.
     JITTER = 0.2  # Turns are spaced 1/rate times a factor in [1 - JITTER/2, 1 + JITTER/2].
 
@@ -98,22 +101,45 @@ class Pacer:
 
     # ---- the rules ----------------------------------------------------------------------------
     def wait_turn(self, deadline: float | None = None) -> float:
-        """Sleep until this request's turn (not past ``deadline``); the seconds slept."""
+        """Sleep until this request's turn (not past ``deadline``); the seconds slept.
+
+        A waiting request reserves no turn ahead: it looks again at least every ``RECHECK``
+        seconds, so a rate grown (or cut) meanwhile applies to the requests already waiting.
+        (Reserved turns at a rate cut deep would hold a node's queue back for many seconds
+        after the store has room again.)
+        """
+        slept, first = 0.0, True
+        while True:
+            now = self._clock()
+            wait = self.try_turn(count=first)
+            first = False
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - now))
+            if wait <= 0:
+                return slept
+            nap = min(wait, self.RECHECK)
+            self._sleep(nap)
+            slept += nap
+
+    def try_turn(self, count: bool = True) -> float:
+        """Take the turn if it is due (0.0), else the seconds until it is.
+
+        ``count``: a new request (it counts toward the rate the node asks at).
+        """
         with self._lock:
             state, now = self.state, self._clock()
-            self._count(_SENT, now)
+            if count:
+                self._count(_SENT, now)
             if state[_RATE] <= 0:
                 return 0.0
             self._grow(now)
-            spacing = random.uniform(1 - self.JITTER / 2, 1 + self.JITTER / 2) / state[_RATE]
-            turn = max(float(state[_NEXT_AT]), now)
-            state[_NEXT_AT] = turn + spacing
+            turn = float(state[_NEXT_AT])
             if turn > now:
                 state[_WAITED_AT] = now
-        wait = turn - now if deadline is None else min(turn - now, max(0.0, deadline - now))
-        if wait > 0:
-            self._sleep(wait)
-        return max(0.0, wait)
+                return turn - now
+            spacing = random.uniform(1 - self.JITTER / 2, 1 + self.JITTER / 2) / state[_RATE]
+            state[_NEXT_AT] = now + spacing
+            return 0.0
 
     def succeeded(self) -> None:
         """A request was answered (not refused): counts toward the rate the store serves."""
@@ -130,7 +156,7 @@ class Pacer:
                 return
             if state[_RATE] <= 0:  # The first refusal: what the store serves, or less.
                 served = self._rate_of(_OK, now)
-                new = served if served > 0 else self.BETA * self._rate_of(_SENT, now)
+                new = served if served > 0 else self.MIN_KEEP * self._rate_of(_SENT, now)
             else:
                 self._grow(now)
                 # To what the store served since the last cut, if that is less than BETA of it.

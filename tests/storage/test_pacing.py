@@ -68,6 +68,15 @@ def test_the_first_refusal_sets_the_rate_the_store_served_then_turns_are_spaced(
     assert 1.6 <= clock.now - started <= 2.4, clock.now - started
 
 
+def test_a_refusal_before_any_answer_sets_a_small_share_of_what_was_asked() -> None:
+    clock = Clock()
+    pacer = paced(clock)
+    for _ in range(16):  # A start all at once: 16 requests sent, none answered yet.
+        pacer.wait_turn()
+    pacer.throttled()
+    assert pacer.rate == pytest.approx(Pacer.MIN_KEEP * 16, rel=0.01)
+
+
 def test_refusals_cut_the_rate_once_per_cooldown_and_never_below_the_floor() -> None:
     clock = Clock()
     pacer = paced(clock, served=20, every=0.05)
@@ -130,22 +139,23 @@ def test_growth_speeds_up_the_longer_the_store_refuses_nothing() -> None:
     pacer = paced(clock, served=2)
     pacer.throttled()
     cut_at, rates = clock.now, [pacer.rate]
-    for seconds in range(4, 21, 4):  # Requests queue for turns all the while: no refusal.
-        while clock.now < cut_at + seconds:
+    for intervals in range(1, 7):  # Requests queue for turns all the while: no refusal.
+        while clock.now < cut_at + intervals * Pacer.PROBE:
             pacer.wait_turn()
         rates.append(pacer.rate)
     gains = np.diff(rates)
-    assert (gains > 0).all() and (np.diff(gains) > 0).all(), rates  # Faster every interval...
-    assert gains[-1] >= 6 * gains[0], rates  # ...up to 2**PROBE_DOUBLINGS times the first step.
+    # Faster every interval until 2**PROBE_DOUBLINGS times the first step, then steady.
+    assert (gains > 0).all() and (np.diff(gains[:Pacer.PROBE_DOUBLINGS]) > 0).all(), rates
+    assert gains[-1] >= 6 * gains[0], rates
     start = Pacer.GROWTH * rates[0] + Pacer.MIN_STEP
-    assert gains[-1] <= start * 2 ** Pacer.PROBE_DOUBLINGS * 4 * 1.05, rates
+    assert gains[-1] <= start * 2 ** Pacer.PROBE_DOUBLINGS * Pacer.PROBE * 1.05, rates
     assert rates[-1] >= 8 * rates[0], rates  # From ~1.6/s to its share of a freed store.
     before = pacer.rate
-    pacer.throttled()  # A cut: growth starts slow again (at most doubled over 4 s).
-    again = pacer.rate
-    while clock.now < cut_at + 24:
+    pacer.throttled()  # A cut: growth starts slow again (at most doubled over PROBE seconds).
+    again, cut_at = pacer.rate, clock.now
+    while clock.now < cut_at + Pacer.PROBE:
         pacer.wait_turn()
-    assert pacer.rate - again <= (Pacer.GROWTH * before + Pacer.MIN_STEP) * 2 * 4 * 1.05
+    assert pacer.rate - again <= (Pacer.GROWTH * before + Pacer.MIN_STEP) * 2 * Pacer.PROBE * 1.05
 
 
 @pytest.mark.parametrize('seed', [1, 2, 3])
@@ -158,12 +168,10 @@ def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget(seed,
     monkeypatch.setattr(pacing.random, 'uniform', random.Random(seed).uniform)
     clock = Clock()
     nodes = [paced(clock), paced(clock)]
-    for node in nodes:
-        node._sleep = lambda seconds: None  # The simulation sends at the turn instead.
     demand = [80.0, 30.0]
     budget, tokens, last = 20.0, 20.0, clock.now
     send_at = [clock.now, clock.now]
-    waiting = [False, False]  # A request holds a turn and is sent at send_at.
+    waiting = [False, False]  # A request waits for its turn (looks again at send_at).
     served, refused, sent = [0, 0], 0, 0
     start = clock.now
     while clock.now - start < 60:
@@ -173,11 +181,10 @@ def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget(seed,
         for i, node in enumerate(nodes):
             if clock.now < send_at[i]:
                 continue
-            if not waiting[i]:
-                wait = node.wait_turn()
-                if wait > 0:
-                    send_at[i], waiting[i] = clock.now + wait, True
-                    continue
+            wait = node.try_turn(count=not waiting[i])  # The simulation looks every tick.
+            if wait > 0:
+                waiting[i] = True
+                continue
             waiting[i] = False
             send_at[i] = clock.now + 1 / demand[i]
             late = clock.now - start > 20
