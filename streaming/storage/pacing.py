@@ -26,10 +26,12 @@ So every request of the node waits for its turn here (``wait_turn``):
   instead of minutes (starving a node that sends little is what a cut to the served rate
   would otherwise risk).
 
-Turns are spaced ``1/rate`` apart with a little jitter. The state lives in a few floats: a
-process's own by default; ``share`` puts it in a node-wide shared array under a node-wide lock,
-so that every rank and DataLoader worker of the node takes turns from one rate (the dataset does
-this when it is built). ``time.monotonic`` is one clock for every process of the machine.
+Turns are spaced ``1/rate`` apart with a little jitter; a waiting request holds no turn ahead
+but looks again every ``RECHECK`` seconds, so a grown rate serves the queue at once. The state
+lives in a few floats: a process's own by default; ``share`` puts it in a node-wide shared array
+under a node-wide lock, so that every rank and DataLoader worker of the node takes turns from
+one rate (the dataset does this when it is built). ``time.monotonic`` is one clock for every
+process of the machine.
 """
 
 from __future__ import annotations
