@@ -9,7 +9,8 @@ own counters, and the store's request budget shared by all (``--allow-rps`` per 
 as S3, GCS or Azure refuse: ``--store``), optionally a bucket-wide bandwidth cap.
 
 It reports per node and in total: time to first batch, samples/s, GETs, refusals (all, and
-after the node's first second), bytes, samples; and checks that the epoch delivered every
+after the node's first second), bytes, egress (the shards' bytes fetched, and in total against
+the dataset's), samples; and checks that the epoch delivered every
 sample exactly once across the fleet (samples carry their id). ``--kill-node N`` kills every
 process of node N with SIGKILL once a checkpoint exists, restarts the job from that checkpoint
 on K-1 nodes (same global batch) and checks exactly-once across both phases, that no lock in
@@ -135,6 +136,8 @@ def _node_report(link: LinkEmulator, node: int, ranks: list[dict]) -> dict[str, 
     # The node's first second: from its first GET of a shard (not of the index).
     shard_gets = [r[0] for r in gets if '/shard.' in r[4]]
     late = [r for r in gets if r[0] >= min(shard_gets, default=0.0) + 1.0]
+    shards_ok = [r for r in gets if '/shard.' in r[4] and not r[4].startswith('THROTTLED')]
+    base = stats['first_request_wall'] or 0.0
     samples = sum(r['samples'] for r in ranks)
     read = max((r['read_s'] for r in ranks), default=0.0)
     return {
@@ -146,6 +149,13 @@ def _node_report(link: LinkEmulator, node: int, ranks: list[dict]) -> dict[str, 
         'bytes': stats['bytes_out'], 'busy_span_s': stats['busy_span_s'],
         'first_request_wall': stats['first_request_wall'],
         'ok_gets': sum(not r[4].startswith('THROTTLED') for r in gets),
+        'ok_shard_gets': len(shards_ok),
+        'pacer_rate_at_end': max((r.get('pacer_rate') or 0 for r in ranks), default=0.0),
+        # Egress: the shards' bytes this node fetched (answered GETs of shard files).
+        'shard_bytes': sum(r[3] for r in shards_ok),
+        # Wall clock of the node's first GET of a shard and of its last answer.
+        'first_shard_get_wall': base + min(shard_gets) if shard_gets else None,
+        'last_end_wall': base + max(r[2] for r in gets) if gets else None,
         # Per second since the node's first request: [GETs answered, GETs refused].
         'timeline': _per_second(gets),
     }
@@ -217,12 +227,15 @@ def _run_phase(config: FleetConfig, link: LinkEmulator, nodes: list[Node], phase
     return {'wall_s': wall, 'exit_codes': codes, 'killed_at_s': killed_at, 'nodes': per_node}
 
 
-def _totals(phase: dict[str, Any], config: FleetConfig) -> dict[str, Any]:
+def _totals(phase: dict[str, Any], config: FleetConfig, dataset_bytes: int = 0
+            ) -> dict[str, Any]:
     nodes = phase['nodes']
-    starts = [n['first_request_wall'] for n in nodes if n['first_request_wall']]
-    ends = [n['first_request_wall'] + n['busy_span_s'] for n in nodes if n['first_request_wall']]
+    # Reading spans from the first GET of a shard by any node (the nodes start reading together,
+    # after one barrier) to the last answer to any node.
+    starts = [n['first_shard_get_wall'] for n in nodes if n['first_shard_get_wall']]
+    ends = [n['last_end_wall'] for n in nodes if n['last_end_wall']]
     span = max(ends) - min(starts) if starts else 0.0
-    ok = sum(n['ok_gets'] for n in nodes)
+    ok = sum(n['ok_shard_gets'] for n in nodes)
     late = sum(n['gets_after_1s'] for n in nodes)
     total = {
         'span_s': span, 'gets': sum(n['gets'] for n in nodes), 'ok_gets': ok,
@@ -230,8 +243,12 @@ def _totals(phase: dict[str, Any], config: FleetConfig) -> dict[str, Any]:
         'throttled_share_after_1s': sum(n['throttled_after_1s'] for n in nodes) / late
         if late else 0.0,
         'bytes': sum(n['bytes'] for n in nodes), 'samples': sum(n['samples'] for n in nodes),
+        'shard_bytes': sum(n['shard_bytes'] for n in nodes),
+        'first_shard_get_spread_s': max(starts) - min(starts) if starts else 0.0,
         'max_time_to_first_batch_s': max((n['time_to_first_batch_s'] or 0) for n in nodes),
     }
+    if dataset_bytes:
+        total['egress_vs_dataset'] = total['shard_bytes'] / dataset_bytes
     if config.allow_rps:
         total['useful_share_of_allowance'] = ok / span / config.allow_rps if span else 0.0
     return total
@@ -258,8 +275,11 @@ def run_fleet(config: FleetConfig, work: str | None = None) -> dict[str, Any]:
             victim = None if config.kill_node is None else nodes[config.kill_node]
             first = _run_phase(config, link, nodes, os.path.join(work, 'phase1'), remote,
                                config.batch_size, kill=victim)
+            shards = sum(os.path.getsize(os.path.join(source, name))
+                         for name in os.listdir(source) if name.startswith('shard.'))
             report: dict[str, Any] = {'config': asdict(config), 'samples_in_epoch': total,
-                                      'phase1': first, 'total': _totals(first, config)}
+                                      'dataset_shard_bytes': shards, 'phase1': first,
+                                      'total': _totals(first, config, shards)}
             if victim is None:
                 ids = _read_logs(os.path.join(work, 'phase1'))
             else:

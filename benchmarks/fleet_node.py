@@ -3,7 +3,8 @@
 ``--node`` mode (run inside the node's mount namespace, with its own ``/dev/shm``) starts the
 node's ``--ranks`` rank processes and waits for them. Each rank joins the fleet's gloo process
 group, builds a ``StreamingDataset`` on the node's cache directory, and iterates a
-``StreamingDataLoader``, every step ended by a barrier (as a training step's all-reduce would).
+``StreamingDataLoader`` once every rank of the fleet has built its loader (a barrier), every
+step ended by a barrier (as a training step's all-reduce would).
 It appends each step's sample ids to its log (flushed per step), rank 0 saves the loader's
 ``state_dict`` every ``--checkpoint-every`` steps, and at the end it writes its timings.
 """
@@ -24,6 +25,7 @@ def _rank_main(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
     from streaming import StreamingDataLoader, StreamingDataset
+    from streaming.storage.pacing import PACER
     dist.init_process_group('gloo', rank=args.rank, world_size=args.world)
     built = time.monotonic()
     dataset = StreamingDataset(remote=args.remote, local=args.local, batch_size=args.batch_size,
@@ -32,6 +34,9 @@ def _rank_main(args: argparse.Namespace) -> None:
     if args.resume:
         with open(args.resume, 'rb') as f:
             loader.load_state_dict(pickle.load(f))
+    # A real fleet's nodes start within one rendezvous: every rank begins reading together, not
+    # as soon as its own (loaded) machine got this far.
+    dist.barrier()
     first = None
     samples = 0
     step = args.first_step
@@ -56,7 +61,9 @@ def _rank_main(args: argparse.Namespace) -> None:
     with open(args.out, 'w') as f:
         json.dump({'rank': args.rank, 'samples': samples, 'start_to_build_s': built - started,
                    'time_to_first_batch_s': (first or ended) - built,
-                   'read_s': ended - (first or ended), 'total_s': ended - built}, f)
+                   'read_s': ended - (first or ended), 'total_s': ended - built,
+                   # The node's pace at the end (None: never refused) and refusals it saw.
+                   'pacer_rate': PACER.rate, 'pacer_throttles': PACER.throttles}, f)
     dist.destroy_process_group()
 
 

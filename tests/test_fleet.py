@@ -39,6 +39,10 @@ def test_a_throttled_fleet_delivers_every_sample_exactly_once(tmp_path) -> None:
     assert total['samples'] == report['samples_in_epoch'] == 256  # ...and nothing was lost.
     assert all(node['samples'] > 0 and node['gets'] > 0 for node in report['phase1']['nodes'])
     assert report['held_locks'] == {}
+    # Egress: each shard fetched once by the fleet (two nodes' rows may share a boundary shard).
+    assert report['dataset_shard_bytes'] > 0
+    assert 1.0 <= total['egress_vs_dataset'] <= 1.1, total
+    assert total['shard_bytes'] == sum(n['shard_bytes'] for n in report['phase1']['nodes'])
 
 
 def test_a_node_killed_mid_epoch_is_survived_by_a_restart_on_fewer_nodes(tmp_path) -> None:

@@ -19,7 +19,7 @@ import heapq
 from typing import Callable
 
 from streaming.plan.pieces import Transfer
-from streaming.storage.pacing import Pacer
+from streaming.storage.pacing import _NEXT_AT, _RATE, Pacer
 from streaming.storage.retry import RetryPolicy
 
 __all__ = ['SimPacer', 'ThrottledStore', 'TokenBucket']
@@ -59,6 +59,13 @@ class SimPacer(Pacer):
         super().__init__()
         self._clock = clock
         self._sleep = lambda seconds: None
+
+    def wait_turn(self, deadline: float | None = None) -> float:
+        """The wait for the next free turn, reserved now: the simulation sends the GET then."""
+        wait = self.try_turn()
+        if wait > 0:  # Not due: this GET takes the next turn, the one after moves back.
+            self.state[_NEXT_AT] += 1 / self.state[_RATE]
+        return wait
 
 
 class ThrottledStore:

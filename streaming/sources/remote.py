@@ -18,6 +18,7 @@ from streaming.errors import StaleSourceError
 from streaming.fileio import create_temp, publish, remove_quietly
 from streaming.storage.errors import ChangedWhileReadError, DownloadError
 from streaming.storage.objects import ObjectInfo, ObjectStore
+from streaming.storage.pacing import PACER
 from streaming.storage.registry import get_backend
 from streaming.storage.retry import RetriesExhausted, RetryPolicy, call_with_retries, describe
 from streaming.storage.secrets import redact
@@ -41,17 +42,24 @@ def list_objects(url: str, *, timeout: float = 60.0, retries: int = 2,
             return sorted(list_info(url))
         return [(found, backend.stat(found, timeout=timeout)) for found in backend.list(url)]
 
-    return _retried(attempt, retries, f'Listing {url}')
+    return _retried(attempt, retries, timeout, f'Listing {url}')
 
 
-def _retried(operation, retries: int, what: str):  # noqa: ANN001, ANN202
+def _retried(operation, retries: int, timeout: float, what: str):  # noqa: ANN001, ANN202
+    """``operation()`` with retries.
+
+    A throttling store's refusals take turns from the node's pacer and use up no attempt (until
+    the store has refused for ``timeout`` seconds), as the shard downloads' refusals do.
+    """
     try:
         return call_with_retries(operation, retries=retries, policy=RetryPolicy.from_env(),
-                                 what=what)
+                                 what=what, pacer=PACER, throttle_limit=timeout)
     except RetriesExhausted as failed:
         if isinstance(failed.last, ChangedWhileReadError):  # Changing on every attempt.
             raise StaleSourceError(f'{redact(what)}: {failed.last}') from None
-        raise DownloadError(f'{redact(what)} failed after {failed.attempts} attempt(s): '
+        why = '' if failed.throttled_for is None else \
+            f' (the store refused every request for {failed.throttled_for:.1f}s)'
+        raise DownloadError(f'{redact(what)} failed after {failed.attempts} attempt(s){why}: '
                             f'{describe(failed.last)}') from failed.last
 
 
@@ -87,7 +95,7 @@ def read_range(url: str, start: int, end: int, *, expect: ObjectInfo | None = No
             return data
         return run_watched(run, 'get', timeout)
 
-    return _retried(attempt, retries, f'Reading bytes {start}-{end} of {url}')
+    return _retried(attempt, retries, timeout, f'Reading bytes {start}-{end} of {url}')
 
 
 def read_chunks(url: str, *, expect: ObjectInfo | None = None, timeout: float = 60.0,
@@ -154,4 +162,4 @@ def fetch_ranges(url: str, path: str, ranges: Sequence[Sequence[int]], *,
             remove_quietly(temp)
         return path
 
-    return _retried(attempt, retries, f'Fetching {len(ranges)} range(s) of {url}')
+    return _retried(attempt, retries, timeout, f'Fetching {len(ranges)} range(s) of {url}')

@@ -9,19 +9,29 @@ So every request of the node waits for its turn here (``wait_turn``):
 * **unlimited until the first refusal.** No pacing at all while the store says nothing.
 * **the first refusal sets the rate to what the store served**: the requests answered per
   second over about the last ``TAU`` seconds (a node's share of the budget, found without
-  asking other nodes), or, before any answer, ``BETA`` of the rate the node was asking at.
-* **each later refusal cuts the rate** to ``BETA`` of itself, once per ``COOLDOWN`` seconds
-  (refusals of requests sent before a cut arrive after it and must not cut again); never below
-  ``MIN_RATE``. (Cutting to what was served instead starves a node whose share is small: it
-  sends little, so little is served, and it never grows back.)
+  asking other nodes), or, before any answer, ``MIN_KEEP`` of the rate the node was asking at
+  (a refusal before any answer says the node's share is small: a fleet whose nodes all start
+  at once asks many times the budget).
+* **each later refusal cuts the rate** to ``BETA`` of itself, or lower, to what the store
+  served the node since the last cut (answers per second) when that is less, but never below
+  ``MIN_KEEP`` of the rate (answers are counted when a body is complete, so a short interval
+  under-counts them) nor below ``MIN_RATE``; at most once per ``COOLDOWN`` seconds (refusals of
+  requests sent before a cut arrive after it and must not cut again). A fleet that started
+  together far above the store's budget is down to it after a cut or two instead of five.
 * **additive growth**: while requests are waiting for their turn, the rate grows by ``GROWTH``
   of the rate before the last cut (plus ``MIN_STEP``), per second. Nodes that grow by the same
   rule and cut by the same factor converge to equal shares without talking to each other (AIMD).
+  The step doubles every ``PROBE`` seconds without a cut (``PROBE_DOUBLINGS`` times at most):
+  a node cut deep by a busy start, or whose peers have finished, finds the room left in seconds
+  instead of minutes (starving a node that sends little is what a cut to the served rate
+  would otherwise risk).
 
-Turns are spaced ``1/rate`` apart with a little jitter. The state lives in a few floats: a
-process's own by default; ``share`` puts it in a node-wide shared array under a node-wide lock,
-so that every rank and DataLoader worker of the node takes turns from one rate (the dataset does
-this when it is built). ``time.monotonic`` is one clock for every process of the machine.
+Turns are spaced ``1/rate`` apart with a little jitter; a waiting request holds no turn ahead
+but looks again every ``RECHECK`` seconds, so a grown rate serves the queue at once. The state
+lives in a few floats: a process's own by default; ``share`` puts it in a node-wide shared array
+under a node-wide lock, so that every rank and DataLoader worker of the node takes turns from
+one rate (the dataset does this when it is built). ``time.monotonic`` is one clock for every
+process of the machine.
 """
 
 from __future__ import annotations
@@ -39,11 +49,12 @@ import numpy as np
 __all__ = ['PACER', 'PACING_FIELDS', 'Pacer']
 
 # The fields of the state array: the rate and when the next turn is, the last cut, refusals
-# seen, the rate before the last cut, growth's and waits' times, and two decaying counts (of
-# answered and of sent requests: each is a rate once divided by ``TAU``) with their times.
+# seen, the rate before the last cut, growth's and waits' times, two decaying counts (of
+# answered and of sent requests: each is a rate once divided by ``TAU``) with their times, and
+# the answers since the last cut.
 (_RATE, _NEXT_AT, _CUT_AT, _THROTTLES, _BASE, _GREW_AT, _WAITED_AT, _OK, _OK_AT, _SENT,
- _SENT_AT) = range(11)
-PACING_FIELDS = 11
+ _SENT_AT, _SERVED) = range(12)
+PACING_FIELDS = 12
 
 
 class Pacer:
@@ -54,6 +65,10 @@ class Pacer:
     GROWTH = 0.05  # Per second while held back: this share of the rate before the last cut.
     MIN_RATE = 0.2  # Requests per second a throttled node may always send.
     MIN_STEP = 0.05  # Requests per second added per second at the least (a node cut deep).
+    MIN_KEEP = 0.3  # A cut keeps at least this share of the rate.
+    PROBE = 2.0  # Seconds without a cut over which the growth's step doubles...
+    PROBE_DOUBLINGS = 4  # ...this many times at most.
+    RECHECK = 0.25  # Seconds a waiting request sleeps at most before it looks again.
     TAU = 1.0  # Seconds over which the rates of answers and of requests are measured.
     JITTER = 0.2  # Turns are spaced 1/rate times a factor in [1 - JITTER/2, 1 + JITTER/2].
 
@@ -88,27 +103,51 @@ class Pacer:
 
     # ---- the rules ----------------------------------------------------------------------------
     def wait_turn(self, deadline: float | None = None) -> float:
-        """Sleep until this request's turn (not past ``deadline``); the seconds slept."""
+        """Sleep until this request's turn (not past ``deadline``); the seconds slept.
+
+        A waiting request reserves no turn ahead: it looks again at least every ``RECHECK``
+        seconds, so a rate grown (or cut) meanwhile applies to the requests already waiting.
+        (Reserved turns at a rate cut deep would hold a node's queue back for many seconds
+        after the store has room again.)
+        """
+        slept, first = 0.0, True
+        while True:
+            now = self._clock()
+            wait = self.try_turn(count=first)
+            first = False
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - now))
+            if wait <= 0:
+                return slept
+            nap = min(wait, self.RECHECK)
+            self._sleep(nap)
+            slept += nap
+
+    def try_turn(self, count: bool = True) -> float:
+        """Take the turn if it is due (0.0), else the seconds until it is.
+
+        ``count``: a new request (it counts toward the rate the node asks at).
+        """
         with self._lock:
             state, now = self.state, self._clock()
-            self._count(_SENT, now)
+            if count:
+                self._count(_SENT, now)
             if state[_RATE] <= 0:
                 return 0.0
             self._grow(now)
-            spacing = random.uniform(1 - self.JITTER / 2, 1 + self.JITTER / 2) / state[_RATE]
-            turn = max(float(state[_NEXT_AT]), now)
-            state[_NEXT_AT] = turn + spacing
+            turn = float(state[_NEXT_AT])
             if turn > now:
                 state[_WAITED_AT] = now
-        wait = turn - now if deadline is None else min(turn - now, max(0.0, deadline - now))
-        if wait > 0:
-            self._sleep(wait)
-        return max(0.0, wait)
+                return turn - now
+            spacing = random.uniform(1 - self.JITTER / 2, 1 + self.JITTER / 2) / state[_RATE]
+            state[_NEXT_AT] = now + spacing
+            return 0.0
 
     def succeeded(self) -> None:
         """A request was answered (not refused): counts toward the rate the store serves."""
         with self._lock:
             self._count(_OK, self._clock())
+            self.state[_SERVED] += 1
 
     def throttled(self) -> None:
         """The store refused a request: set or cut the rate (at most once per cooldown)."""
@@ -119,10 +158,13 @@ class Pacer:
                 return
             if state[_RATE] <= 0:  # The first refusal: what the store serves, or less.
                 served = self._rate_of(_OK, now)
-                new = served if served > 0 else self.BETA * self._rate_of(_SENT, now)
+                new = served if served > 0 else self.MIN_KEEP * self._rate_of(_SENT, now)
             else:
                 self._grow(now)
-                new = self.BETA * state[_RATE]
+                # To what the store served since the last cut, if that is less than BETA of it.
+                served = state[_SERVED] / max(self.COOLDOWN, now - state[_CUT_AT])
+                new = min(self.BETA * state[_RATE], max(served, self.MIN_KEEP * state[_RATE]))
+            state[_SERVED] = 0.0  # The next cut judges only what is answered from now on.
             state[_BASE] = max(state[_RATE], new)
             state[_RATE] = max(self.MIN_RATE, new)
             state[_CUT_AT] = state[_GREW_AT] = now
@@ -146,8 +188,12 @@ class Pacer:
         state = self.state
         # Held back lately: a request waited for its turn within the last two turns (or second).
         lately = max(1.0, 2.0 / state[_RATE]) if state[_RATE] > 0 else 1.0
-        if now - state[_WAITED_AT] < lately and now - state[_CUT_AT] >= self.COOLDOWN:
-            step = self.GROWTH * state[_BASE] + self.MIN_STEP
+        calm = now - state[_CUT_AT]
+        if now - state[_WAITED_AT] < lately and calm >= self.COOLDOWN:
+            # The step doubles every PROBE seconds without a cut (up to 2**PROBE_DOUBLINGS):
+            # a node cut deep, or whose peers have finished, finds the room left in seconds.
+            faster = 2 ** min(self.PROBE_DOUBLINGS, calm / self.PROBE)
+            step = (self.GROWTH * state[_BASE] + self.MIN_STEP) * faster
             state[_RATE] += step * max(0.0, now - state[_GREW_AT])
         state[_GREW_AT] = now
 

@@ -68,6 +68,15 @@ def test_the_first_refusal_sets_the_rate_the_store_served_then_turns_are_spaced(
     assert 1.6 <= clock.now - started <= 2.4, clock.now - started
 
 
+def test_a_refusal_before_any_answer_sets_a_small_share_of_what_was_asked() -> None:
+    clock = Clock()
+    pacer = paced(clock)
+    for _ in range(16):  # A start all at once: 16 requests sent, none answered yet.
+        pacer.wait_turn()
+    pacer.throttled()
+    assert pacer.rate == pytest.approx(Pacer.MIN_KEEP * 16, rel=0.01)
+
+
 def test_refusals_cut_the_rate_once_per_cooldown_and_never_below_the_floor() -> None:
     clock = Clock()
     pacer = paced(clock, served=20, every=0.05)
@@ -76,13 +85,34 @@ def test_refusals_cut_the_rate_once_per_cooldown_and_never_below_the_floor() -> 
     for _ in range(10):  # A burst of refusals of requests sent before the cut: one cut only.
         pacer.throttled()
     assert pacer.rate == first and pacer.throttles == 11
-    clock.sleep(Pacer.COOLDOWN)
+    for _ in range(int(first)):  # The store served the rate since the cut.
+        clock.sleep(1.01 * Pacer.COOLDOWN / int(first))
+        pacer.succeeded()
     pacer.throttled()
     assert pacer.rate == pytest.approx(first * Pacer.BETA, rel=0.01)
     for _ in range(60):
         clock.sleep(Pacer.COOLDOWN)
         pacer.throttled()
     assert pacer.rate == Pacer.MIN_RATE
+
+
+def test_a_cut_goes_down_to_what_the_store_served_since_the_last_cut() -> None:
+    clock = Clock()
+    pacer = paced(clock, served=20, every=0.05)
+    pacer.throttled()
+    first = pacer.rate
+    for _ in range(4):  # Then the store answers 2 requests per second (a busy start).
+        clock.sleep(0.5)
+        pacer.succeeded()
+    pacer.throttled()
+    deep = pacer.rate  # Below BETA of the rate: to what was served, kept above MIN_KEEP of it.
+    assert deep == pytest.approx(max(4 / 2.0, Pacer.MIN_KEEP * first), rel=0.01)
+    assert deep < Pacer.BETA * first * 0.8
+    for _ in range(4):  # Served about the rate: the usual cut (the count began at the cut).
+        clock.sleep(0.25)
+        pacer.succeeded()
+    pacer.throttled()
+    assert pacer.rate == pytest.approx(Pacer.BETA * deep, rel=0.01)
 
 
 def test_the_rate_grows_additively_only_while_requests_wait_for_turns() -> None:
@@ -97,8 +127,35 @@ def test_the_rate_grows_additively_only_while_requests_wait_for_turns() -> None:
         pacer.wait_turn()
     grown = pacer.rate
     assert grown > rate * 1.1
-    # Additive: about GROWTH of the rate before the cut per second, not compounding.
-    assert grown - rate <= (Pacer.GROWTH * rate + Pacer.MIN_STEP) * (clock.now - 1011.0) * 1.05
+    # Additive: about GROWTH of the rate before the cut per second (times the probe's speed-up
+    # at most), not compounding.
+    step = (Pacer.GROWTH * rate + Pacer.MIN_STEP) * 2 ** Pacer.PROBE_DOUBLINGS
+    assert grown - rate <= step * (clock.now - 1011.0) * 1.05
+
+
+def test_growth_speeds_up_the_longer_the_store_refuses_nothing() -> None:
+    """A node cut deep (or whose peers have finished) finds the room left within seconds."""
+    clock = Clock()
+    pacer = paced(clock, served=2)
+    pacer.throttled()
+    cut_at, rates = clock.now, [pacer.rate]
+    for intervals in range(1, 7):  # Requests queue for turns all the while: no refusal.
+        while clock.now < cut_at + intervals * Pacer.PROBE:
+            pacer.wait_turn()
+        rates.append(pacer.rate)
+    gains = np.diff(rates)
+    # Faster every interval until 2**PROBE_DOUBLINGS times the first step, then steady.
+    assert (gains > 0).all() and (np.diff(gains[:Pacer.PROBE_DOUBLINGS]) > 0).all(), rates
+    assert gains[-1] >= 6 * gains[0], rates
+    start = Pacer.GROWTH * rates[0] + Pacer.MIN_STEP
+    assert gains[-1] <= start * 2 ** Pacer.PROBE_DOUBLINGS * Pacer.PROBE * 1.05, rates
+    assert rates[-1] >= 8 * rates[0], rates  # From ~1.6/s to its share of a freed store.
+    before = pacer.rate
+    pacer.throttled()  # A cut: growth starts slow again (at most doubled over PROBE seconds).
+    again, cut_at = pacer.rate, clock.now
+    while clock.now < cut_at + Pacer.PROBE:
+        pacer.wait_turn()
+    assert pacer.rate - again <= (Pacer.GROWTH * before + Pacer.MIN_STEP) * 2 * Pacer.PROBE * 1.05
 
 
 @pytest.mark.parametrize('seed', [1, 2, 3])
@@ -111,12 +168,10 @@ def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget(seed,
     monkeypatch.setattr(pacing.random, 'uniform', random.Random(seed).uniform)
     clock = Clock()
     nodes = [paced(clock), paced(clock)]
-    for node in nodes:
-        node._sleep = lambda seconds: None  # The simulation sends at the turn instead.
     demand = [80.0, 30.0]
     budget, tokens, last = 20.0, 20.0, clock.now
     send_at = [clock.now, clock.now]
-    waiting = [False, False]  # A request holds a turn and is sent at send_at.
+    waiting = [False, False]  # A request waits for its turn (looks again at send_at).
     served, refused, sent = [0, 0], 0, 0
     start = clock.now
     while clock.now - start < 60:
@@ -126,11 +181,10 @@ def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget(seed,
         for i, node in enumerate(nodes):
             if clock.now < send_at[i]:
                 continue
-            if not waiting[i]:
-                wait = node.wait_turn()
-                if wait > 0:
-                    send_at[i], waiting[i] = clock.now + wait, True
-                    continue
+            wait = node.try_turn(count=not waiting[i])  # The simulation looks every tick.
+            if wait > 0:
+                waiting[i] = True
+                continue
             waiting[i] = False
             send_at[i] = clock.now + 1 / demand[i]
             late = clock.now - start > 20
@@ -221,3 +275,32 @@ def test_an_epoch_survives_refusals_beyond_its_retries(s3, moto, monkeypatch, tm
     assert sorted(ids) == list(range(120))
     assert {fault for fault, _, _ in proxy.injected} == {'503'}
     assert os.listdir(tmp_path / 'cache')
+
+
+def test_in_place_reads_treat_refusals_as_the_downloads_do(s3, moto, monkeypatch,
+                                                          tmp_path) -> None:
+    """A file read where it lies (``sources/remote.py``: ranges, listings) outlasts refusals.
+
+    Three 503 SlowDown answers before each range, ``retries=0``: the reads succeed, each refusal
+    reported to the node's pacer instead of counted as the one attempt allowed.
+    """
+    from streaming.sources.remote import fetch_ranges, list_objects, read_range
+    client, bucket = s3
+    client.put_object(Bucket=bucket, Key='src/data.bin', Body=bytes(range(256)) * 4)
+    proxy = servers.FaultProxy(moto.port)
+    monkeypatch.setattr(pacing.PACER, 'state', np.zeros(PACING_FIELDS, np.float64))
+    try:
+        s3_env(monkeypatch, proxy.url)
+        proxy.rule = lambda m, p, n: '503' if n < 3 else None
+        url = f's3://{bucket}/src/data.bin'
+        assert read_range(url, 10, 20, retries=0, timeout=30) == bytes(range(10, 20))
+        assert [found for found, _ in list_objects(f's3://{bucket}/src/', retries=0,
+                                                   timeout=30)] == [url]
+        out = fetch_ranges(url, str(tmp_path / 'ranges'), [(0, 4), (256, 4)], retries=0,
+                           timeout=30)
+        with open(out, 'rb') as f:
+            assert f.read() == bytes(range(4)) * 2
+    finally:
+        proxy.stop()
+    assert {fault for fault, _, _ in proxy.injected} == {'503'}
+    assert pacing.PACER.throttles >= 6
