@@ -1,10 +1,10 @@
-"""The dataset layer: settings, streams, the shard cache, epochs, and ``StreamingDataset``.
+"""The dataset layer: settings, streams, epochs, and ``StreamingDataset``.
 
-Modules: ``config`` (every argument validated once: ``DatasetConfig``, ``ResumableLayout``),
-``stream`` (one source of shards), ``cache`` (the node-wide shard cache and its LRU),
-``epochs`` (epoch numbering and resume records), ``iteration`` (the shared epoch order and the
-reading loop), ``prefetch`` (the node's downloads in first-use order) and ``dataset`` (the
-glue).
+Modules: ``config`` (every argument validated once, grouped by the part that reads it:
+``DatasetConfig``, ``ResumableLayout``), ``stream`` (one source of shards), ``stream_setup``
+(the streams' set-up on a node: indexes, shard tables, weights), ``epochs`` (epoch numbering
+and resume records), ``iteration`` (the shared epoch order and the reading loop) and
+``dataset`` (the glue). The shard cache and the node's downloads are ``streaming.cache``'s.
 
 ``StreamingDataset`` is imported on first access: it needs torch, and a submodule must not pull
 torch in through this package's ``__init__``. The other names are light and imported here:

@@ -20,16 +20,20 @@ from torch.utils.data import IterableDataset
 
 from streaming.cache.prefetch import NodePrefetch, prefetch_arrays
 from streaming.cache.shard_cache import LOCAL, ShardCache, cache_arrays
-from streaming.coord import SharedDir, make_job_token
 from streaming.dataset.batches import SampleStream, attach_to_fetcher
 from streaming.dataset.cache_dirs import setup_cache_dir
-from streaming.dataset.config import DatasetConfig, ResumableLayout
+from streaming.dataset.config import (
+    CacheSettings,
+    DatasetConfig,
+    OrderSettings,
+    ResumableLayout,
+    StreamSettings,
+)
 from streaming.dataset.epochs import EpochState, ResumeRecord, epoch_arrays
-from streaming.dataset.index_cache import ShardTable
 from streaming.dataset.iteration import iterate_samples, shared_epoch_order
-from streaming.dataset.order_store import EpochIds, order_cache_enabled, shared_epoch_ids
-from streaming.dataset.stream import Stream, streams_registry
-from streaming.errors import EmptyIndexError
+from streaming.dataset.order_store import EpochIds, shared_epoch_ids
+from streaming.dataset.stream import Stream
+from streaming.dataset.stream_setup import make_streams, set_up_streams
 from streaming.indexing import IndexingMixin
 from streaming.order import EpochPlan, EpochSpec, IndexIds, plan, resample, shuffle_entry
 from streaming.telemetry import WorkerClock
@@ -65,25 +69,6 @@ def _resumable(name: str) -> property:
                     doc=f'``{name}`` as in effect (read from ``self.resumable``).')
 
 
-def _build_streams(streams: Sequence[Stream] | None, remote: str | None, local: str | None,
-                   split: str | None, stream_name: str,
-                   stream_config: dict[str, Any] | None) -> list[Stream]:
-    """The dataset's streams: those given, or one inline stream of class ``stream_name``."""
-    if streams is not None and (remote is not None or local is not None):
-        raise ValueError('Pass either streams or remote/local, not both.')
-    if streams is None:
-        if remote is None and local is None:
-            raise ValueError('StreamingDataset needs streams, or remote and/or local.')
-        stream_cls = streams_registry.get(stream_name, None)
-        if stream_cls is None:
-            raise ValueError(f'Unknown stream_name {stream_name!r}; registered: '
-                             f'{sorted(streams_registry)}.')
-        streams = [stream_cls(remote=remote, local=local, split=split, **(stream_config or {}))]
-    if not streams:
-        raise ValueError('streams must hold at least one Stream.')
-    return list(streams)
-
-
 class StreamingDataset(IndexingMixin, IterableDataset):
     """An iterable (and randomly indexable) dataset over one or more streams of shards.
 
@@ -109,30 +94,49 @@ class StreamingDataset(IndexingMixin, IterableDataset):
                  replication: int | None = None, stream_name: str = 'stream',
                  stream_config: dict[str, Any] | None = None,
                  coordination_timeout: float | None = None, world: World | None = None) -> None:
-        self.config = DatasetConfig.from_arguments(
-            epoch_size=epoch_size, predownload=predownload, cache_limit=cache_limit,
+        # Each setting goes to the one part of the dataset that reads it.
+        order = OrderSettings.from_arguments(
             sampling_method=sampling_method, sampling_granularity=sampling_granularity,
             partition_algo=partition_algo, num_canonical_nodes=num_canonical_nodes,
             batch_size=batch_size, shuffle=shuffle, shuffle_algo=shuffle_algo,
             shuffle_seed=shuffle_seed, shuffle_block_size=shuffle_block_size,
-            batching_method=batching_method, replication=replication,
-            allow_unsafe_types=allow_unsafe_types, download_retry=download_retry,
-            download_timeout=download_timeout, validate_hash=validate_hash, keep_zip=keep_zip,
+            batching_method=batching_method, replication=replication)
+        cache = CacheSettings.from_arguments(cache_limit=cache_limit, predownload=predownload,
+                                             batch_size=order.batch_size)
+        setup = StreamSettings.from_arguments(
+            epoch_size=epoch_size, allow_unsafe_types=allow_unsafe_types,
+            download_retry=download_retry, download_timeout=download_timeout,
+            validate_hash=validate_hash, keep_zip=keep_zip,
             coordination_timeout=coordination_timeout)
-        self.resumable = ResumableLayout(self.config.num_canonical_nodes,
-                                         self.config.shuffle_seed)
+        self.config = DatasetConfig(order, setup, cache)
+        self.resumable = ResumableLayout(order.num_canonical_nodes, order.shuffle_seed)
         # Held so that a DataLoader worker started by spawn, unpickling this dataset, has the
         # shuffle registered even if only the parent process registered it.
-        self._shuffle_algo = shuffle_entry(self.config.shuffle_algo)
-        self.streams = _build_streams(streams, remote, local, split, stream_name, stream_config)
-        for stream in self.streams:  # The reference's name: subclasses overriding it still work.
-            stream.apply_default({'split': split, **self.config.stream_defaults()})
-            # Set-up caches take disk that cache_limit does not count: none under a limit.
-            stream.write_index_summary = self.config.cache_limit is None and \
-                order_cache_enabled()
-        self.num_streams = len(self.streams)
+        self._shuffle_algo = shuffle_entry(order.shuffle_algo)
         self.world = world or World.detect()
-        self._load()
+        self.streams = make_streams(streams, remote, local, split, stream_name, stream_config)
+        self.num_streams = len(self.streams)
+        local_workers = self.world.local_world_size
+        tables, self._shared = set_up_streams(
+            self.streams, split, setup, order.shuffle_seed, self.world, cache.keeps_setup_caches,
+            lambda num_shards: {**cache_arrays(num_shards), **epoch_arrays(local_workers),
+                                **prefetch_arrays(local_workers)})
+        vars(self).update(vars(tables))  # The reference's attribute names (see StreamTables).
+        self._starts = self.sample_offset_per_shard.tolist()
+        self.length = math.ceil(self.epoch_size / self._parallel_ranks())
+        self.cache = ShardCache(self._shared, self.shards, self.streams, self.stream_per_shard,
+                                cache.cache_limit)
+        self.cache.check_limit()
+        if self.world.is_local_leader:
+            self.cache.scan_local()
+        self._epochs = EpochState(self._shared, self.world.local_rank)
+        self._passes = 0
+        self._prefetch: NodePrefetch | None = None
+        self._fast_read = (type(self).__getitem__ is StreamingDataset.__getitem__ and
+                           type(self).get_item is StreamingDataset.get_item)
+        self._warn_if_block_capped()
+        if self.world.is_local_leader:
+            self._predict_epoch()
 
     # The reference's attributes: settings (read-only) and the values resumption adopts.
     predownload = _setting('predownload')
@@ -158,86 +162,12 @@ class StreamingDataset(IndexingMixin, IterableDataset):
     @cache_limit.setter
     def cache_limit(self, value: int | str | None) -> None:
         self._replace_setting('cache_limit', value)
-        self.cache.limit = self.config.cache_limit
+        self.cache.limit = self.config.cache.cache_limit
         self.cache.check_limit()
 
     def _replace_setting(self, name: str, value: Any) -> None:
         """Set one setting, validated with the rest as at construction."""
-        arguments = self.config.arguments()
-        arguments[name] = value
-        self.config = DatasetConfig.from_arguments(**arguments)
-        if hasattr(self, 'cache'):
-            self._block_cap = self.cache.samples_that_fit(self.samples_per_shard) \
-                if self.config.block_size_matters else None
-
-    # ---- set-up -----------------------------------------------------------------------------
-    def _load(self) -> None:
-        """Fetch indexes (local leader), join the node's shared state, build the shard tables."""
-        # numpy.ma is not imported on the way to a sample (nor in DataLoader workers): plain
-        # np.unique / np.union1d import it, so the order uses streaming.util.sorted_unique.
-        world, config = self.world, self.config
-        shared = None
-        if world.is_local_leader:
-            indexes = [s.get_index(fetch=True) for s in self.streams]
-        key = '|'.join(f'{s.remote}>{s.local}/{s.split}' for s in self.streams)
-        token = make_job_token(world, key)
-        if not world.is_local_leader:
-            # The leader publishes the shared directory only after fetching the indexes.
-            shared = SharedDir.create_or_join(token, world, {},
-                                              timeout=config.coordination_timeout)
-            indexes = [s.get_index(fetch=False) for s in self.streams]
-        # Readers may be built lazily (see index_cache): only sizes are read here.
-        shards = ShardTable([stream.get_shards(index, config.allow_unsafe_types)
-                             for stream, index in zip(self.streams, indexes)])
-        self.shards = shards
-        self.num_shards = len(shards)
-        self.stream_per_shard = np.repeat(np.arange(self.num_streams, dtype=np.int64),
-                                          [len(part) for part in shards.parts])
-        self.samples_per_shard = shards.column('samples')
-        for stream_id, stream in enumerate(self.streams):
-            begin, end = shards.starts[stream_id], shards.starts[stream_id + 1]
-            if not self.samples_per_shard[begin:end].sum():
-                raise EmptyIndexError(f'Stream {stream_id} has no samples: its index '
-                                      f'{os.path.join(stream.local_dir, "index.json")} lists '
-                                      f'{end - begin} shards, none with a sample.')
-        self.sample_offset_per_shard = np.concatenate([[0], np.cumsum(self.samples_per_shard)])
-        self.num_samples = int(self.sample_offset_per_shard[-1])
-        self._starts = self.sample_offset_per_shard.tolist()
-        self.samples_per_stream = np.bincount(self.stream_per_shard, self.samples_per_shard,
-                                              self.num_streams).astype(np.int64)
-        self.shards_per_stream = np.bincount(self.stream_per_shard, minlength=self.num_streams)
-        self.shard_offset_per_stream = np.concatenate([[0], np.cumsum(self.shards_per_stream)])
-        self.sample_offset_per_stream = np.concatenate([[0], np.cumsum(self.samples_per_stream)])
-        # Through the stream class (a subclass may override it), which fills in each stream's
-        # proportion, repeat and choose; the epoch then draws each stream's ``choose``.
-        type(self.streams[0]).apply_weights(self.streams, self.samples_per_stream,
-                                            config.epoch_size, config.shuffle_seed)
-        self.stream_choose = np.array([int(s.choose) for s in self.streams], np.int64)
-        shares = [getattr(s, 'proportion', None) for s in self.streams]
-        self._stream_proportions = None if None in shares else np.array(shares, np.float64)
-        self.epoch_size = int(self.stream_choose.sum())  # Samples per epoch, all ranks together.
-        self.length = math.ceil(self.epoch_size / self._parallel_ranks())
-        arrays = {**cache_arrays(self.num_shards), **epoch_arrays(world.local_world_size),
-                  **prefetch_arrays(world.local_world_size)}
-        if shared is None:
-            shared = SharedDir.create_or_join(token, world, arrays,
-                                              timeout=config.coordination_timeout)
-        self._shared = shared
-        self.cache = ShardCache(shared, shards, self.streams, self.stream_per_shard,
-                                config.cache_limit)
-        self.cache.check_limit()
-        if world.is_local_leader:
-            self.cache.scan_local()
-        self._epochs = EpochState(shared, world.local_rank)
-        self._passes = 0
-        self._prefetch: NodePrefetch | None = None
-        self._block_cap = self.cache.samples_that_fit(self.samples_per_shard) \
-            if config.block_size_matters else None
-        self._warn_if_block_capped()
-        self._fast_read = (type(self).__getitem__ is StreamingDataset.__getitem__ and
-                           type(self).get_item is StreamingDataset.get_item)
-        if world.is_local_leader:
-            self._predict_epoch()
+        self.config = self.config.replace(name, value)
 
     # ---- the node's downloads (see prefetch) ---------------------------------------------------
     def _node_prefetch(self) -> NodePrefetch | None:
@@ -256,8 +186,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
                 return dataset._epoch_order(epoch, start, world)[world.node]
 
             self._prefetch = NodePrefetch(self._shared, self.cache, self.sample_offset_per_shard,
-                                          order_for, config.batch_size,
-                                          config.predownload if config.predownload_given else None)
+                                          order_for, config.batch_size, config.cache.lookahead)
         return self._prefetch
 
     def _predict_epoch(self) -> None:
@@ -384,7 +313,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
             sampling_method=config.sampling_method,
             sampling_granularity=config.sampling_granularity, sample_in_epoch=sample_in_epoch,
             initial_physical_nodes=self.resumable.initial_physical_nodes,
-            stream_proportions=self._stream_proportions)
+            stream_proportions=self.proportions)
 
     def _epoch_order(self, epoch: int, sample_in_epoch: int, world: World,
                      batching_method: str | None = None, builtin: bool = False) -> np.ndarray:
@@ -423,7 +352,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         if lazy is not None:  # The ``index`` shuffle: every position computed when read.
             return lazy
         cache_dir = None
-        if order_cache_enabled() and self.config.cache_limit is None and epoch_plan.ids_cacheable:
+        if self.config.cache.keeps_setup_caches and epoch_plan.ids_cacheable:
             try:
                 cache_dir = setup_cache_dir(self.streams[0].local_dir)
             except OSError:
@@ -435,15 +364,19 @@ class StreamingDataset(IndexingMixin, IterableDataset):
 
     def effective_block_size(self) -> int:
         """The shuffle block size, capped so one block's shards fit in ``cache_limit``."""
-        return self.config.block_size(self._canonical_nodes(), self._block_cap)
+        order = self.config.order
+        cap = self.cache.samples_that_fit(self.samples_per_shard) \
+            if order.block_size_matters else None
+        return order.block_size(self._canonical_nodes(), cap)
 
     def _warn_if_block_capped(self) -> None:
-        wanted = self.config.block_size(self._canonical_nodes())
-        if self._block_cap is not None and self._block_cap < wanted:
+        wanted = self.config.order.block_size(self._canonical_nodes())
+        used = self.effective_block_size()
+        if used < wanted:
             warnings.warn(f'shuffle_block_size {wanted} spans more shards than cache_limit='
-                          f'{self.cache.limit} bytes can hold; using {self._block_cap} so that '
+                          f'{self.cache.limit} bytes can hold; using {used} so that '
                           f'an epoch does not re-download evicted shards over and over.',
-                          stacklevel=4)
+                          stacklevel=3)
 
     def _session_key(self) -> int:
         """A key shared by the workers of one pass over the data (see ``epochs``)."""
