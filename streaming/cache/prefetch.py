@@ -59,7 +59,7 @@ from streaming.order import sample_time
 from streaming.storage.download import in_parts
 from streaming.storage.pacing import PACER, PACING_FIELDS
 
-__all__ = ['MAX_PARTS', 'NodePrefetch', 'Progress', 'prefetch_arrays', 'tail_parts']
+__all__ = ['NodePrefetch', 'Progress', 'prefetch_arrays']
 
 logger = logging.getLogger(__name__)
 
@@ -194,21 +194,6 @@ def _absent() -> None:
     return None
 
 
-MAX_PARTS = 8
-
-
-def tail_parts(free: int, unstarted: int, limit: int) -> int:
-    """Ranged parts to fetch the next shard in: 1, except at the end of the epoch.
-
-    While at least ``limit`` shards are left to start, each is one GET. Past that, the last
-    ones are split so that they still use ``limit`` connections (at most ``MAX_PARTS`` each):
-    one capped connection per shard would leave the link idle while the last few trickle in.
-    """
-    if unstarted >= limit or free <= 0:
-        return 1
-    return max(1, min(MAX_PARTS, -(-limit // max(unstarted, 1))))
-
-
 def _run(ref: weakref.ref) -> None:
     """The scheduler thread: walk the plan's first uses, keep the count in flight, until done."""
     owner = ref()
@@ -280,33 +265,14 @@ class _Schedule:
                 for shard in self.walk.passed(now):
                     owner.cache.mark_passed(shard)
             horizon = None if owner.ahead is None else now + owner.ahead * workers
-            while self.ahead and self.ahead[0][0] <= now:
-                self.ahead.popleft()
-            ahead_bytes = sum(size for _, size in self.ahead)
             limit = self.concurrency.value
             others = self._others_in_flight(states)
-            unstarted = -1  # Shards nobody fetches yet, counted when first needed.
-            while len(self.futures) + others < limit:
-                item = self.walk.next_remote(states, horizon)
-                if item is None:
-                    break
-                shard, first = item
-                size = int(owner.sizes[shard])
-                if not owner.budget.admits(size, ahead_bytes if first > now else None,
-                                           [reserved for _, reserved in self.futures.values()],
-                                           owner.cache.room_for_ahead):
-                    break
-                self.walk.take()
-                if unstarted < 0:
-                    unstarted = int(np.count_nonzero(states == REMOTE))
-                # Paced (the store throttles): one GET per shard, each taking a turn.
-                parts = 1 if PACER.rate is not None else \
-                    tail_parts(limit - len(self.futures), unstarted, limit)
-                unstarted -= 1
+            # Paced (the store throttles): one GET per shard, each taking a turn.
+            for shard, first, size, parts in self.walk.admit(
+                    states, now, horizon, self.futures, others, limit, self.ahead,
+                    lambda shard: int(owner.sizes[shard]), owner.budget,
+                    owner.cache.room_for_ahead, split_tail=PACER.rate is None):
                 self.futures[self.pool.submit(owner.fetch, shard, first, parts)] = (shard, size)
-                if first > now:
-                    self.ahead.append((first, size))
-                    ahead_bytes += size
             if self.walk.finished and not self.futures:
                 with owner.shared.lock('prefetch'):
                     if int(plan[_GEN]) == self.generation:

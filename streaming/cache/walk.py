@@ -10,14 +10,28 @@ package's (``streaming.order.first_use``).
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from streaming.cache.shard_cache import REMOTE
 from streaming.order.first_use import iter_first_uses, last_uses
 
-__all__ = ['EpochWalk']
+__all__ = ['EpochWalk', 'MAX_PARTS', 'tail_parts']
+
+MAX_PARTS = 8
+
+
+def tail_parts(free: int, unstarted: int, limit: int) -> int:
+    """Ranged parts to fetch the next shard in: 1, except at the end of the epoch.
+
+    While at least ``limit`` shards are left to start, each is one GET. Past that, the last
+    ones are split so that they still use ``limit`` connections (at most ``MAX_PARTS`` each):
+    one capped connection per shard would leave the link idle while the last few trickle in.
+    """
+    if unstarted >= limit or free <= 0:
+        return 1
+    return max(1, min(MAX_PARTS, -(-limit // max(unstarted, 1))))
 
 
 class EpochWalk:
@@ -61,6 +75,41 @@ class EpochWalk:
         if item is None or (horizon is not None and item[1] >= horizon):
             return None
         return item
+
+    def admit(self, states: np.ndarray, now: int, horizon: int | None, in_flight: dict[Any, Any],
+              others: int, limit: int, ahead: deque[tuple[int, float]],
+              size_of: Callable[[int], float], budget: Any, room_for: Callable[[float], bool],
+              split_tail: bool = True) -> Iterator[tuple[int, int, float, int]]:
+        """The shards to start now: ``(shard, first use, size, ranged parts)``, in first-use order.
+
+        Stops at ``limit`` transfers (``in_flight``, which the caller adds each shard to before
+        asking for the next, plus ``others``), at ``horizon`` and when ``budget.admits`` says the
+        cache has no room (``streaming.cache.budget.DownloadBudget``). ``in_flight``'s values
+        end with the bytes each transfer reserved. ``ahead`` holds ``(first use, size)`` of the
+        shards fetched before their use; those used by ``now`` leave it here.
+        """
+        while ahead and ahead[0][0] <= now:
+            ahead.popleft()
+        ahead_bytes = sum(size for _, size in ahead)
+        unstarted = -1  # Shards nobody fetches yet, counted when first needed.
+        while len(in_flight) + others < limit:
+            item = self.next_remote(states, horizon)
+            if item is None:
+                return
+            shard, first = item
+            size = size_of(shard)
+            if not budget.admits(size, ahead_bytes if first > now else None,
+                                 [value[-1] for value in in_flight.values()], room_for):
+                return
+            self.take()
+            if unstarted < 0:
+                unstarted = int(np.count_nonzero(states == REMOTE))
+            parts = tail_parts(limit - len(in_flight), unstarted, limit) if split_tail else 1
+            unstarted -= 1
+            yield shard, first, size, parts
+            if first > now:
+                ahead.append((first, size))
+                ahead_bytes += size
 
     def take(self) -> None:
         """Done with the shard ``peek`` gave (started, or nothing to do for it)."""

@@ -32,7 +32,6 @@ import numpy as np
 
 from streaming.cache.budget import DownloadBudget
 from streaming.cache.concurrency import Concurrency
-from streaming.cache.prefetch import tail_parts
 from streaming.cache.shard_cache import LOCAL, PREPARING, REMOTE
 from streaming.cache.walk import EpochWalk
 from streaming.plan.inputs import DatasetShape, RunSettings
@@ -218,31 +217,12 @@ class NodeSimulation:
                     self.access[shard] = 0.0
         workers = self.run.loader_workers
         horizon = None if self.run.predownload is None else now + self.run.predownload * workers
-        while self.ahead and self.ahead[0][0] <= now:
-            self.ahead.popleft()
-        ahead_bytes = sum(size for _, size in self.ahead)
         limit = self.concurrency.value
-        unstarted = -1
-        while len(self.scheduled) < limit:
-            item = self.walk.next_remote(self.states, horizon)
-            if item is None:
-                break
-            shard, first = item
-            size = float(self.held[shard])
-            if not self.budget.admits(size, ahead_bytes if first > now else None,
-                                      [reserved for _, reserved in self.scheduled.values()],
-                                      self._room_for):
-                break
-            self.walk.take()
-            if unstarted < 0:
-                unstarted = int(np.count_nonzero(self.states == REMOTE))
-            parts = tail_parts(limit - len(self.scheduled), unstarted, limit)
-            unstarted -= 1
+        for shard, first, size, parts in self.walk.admit(
+                self.states, now, horizon, self.scheduled, 0, limit, self.ahead,
+                lambda shard: float(self.held[shard]), self.budget, self._room_for):
             self.scheduled[shard] = (first, size)
             self._start(shard, parts, by_schedule=True)
-            if first > now:
-                self.ahead.append((first, size))
-                ahead_bytes += size
         self.held_back = len(self.scheduled) >= limit
         if self.store is not None and self.store.pacer.throttles != self.throttles_seen:
             # Refused since the last look: fewer downloads queued for the pacer's turns.

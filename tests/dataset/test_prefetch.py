@@ -151,7 +151,7 @@ def test_no_background_download_with_predownload_zero(logged_remote, tmp_path):
 
 
 def test_the_last_shards_are_split_into_parts():
-    from streaming.cache.prefetch import MAX_PARTS, tail_parts
+    from streaming.cache.walk import MAX_PARTS, tail_parts
     assert tail_parts(free=4, unstarted=40, limit=16) == 1  # Plenty left: whole shards.
     assert tail_parts(free=4, unstarted=16, limit=16) == 1
     assert tail_parts(free=4, unstarted=8, limit=16) == 2
