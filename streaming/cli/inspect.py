@@ -18,8 +18,9 @@ import struct
 from collections import Counter
 from typing import Any
 
-from streaming.cli.common import CLIError, emit, has_source_files, human_bytes, progress
+from streaming.cli.common import emit, has_source_files, human_bytes, progress
 from streaming.dataset_dir import DatasetDir, find_datasets, shard_files
+from streaming.errors import MissingIndexError
 
 HELP = 'summarize a dataset (shards, samples, columns, compression, hashes, bytes)'
 
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     for url in find_datasets(args.url, args.split):
         try:
             ds = DatasetDir(url)
-        except CLIError:
+        except MissingIndexError:
             if not has_source_files(url):
                 raise
             from streaming.sources.validate import summarize_source

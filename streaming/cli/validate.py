@@ -21,8 +21,9 @@ import struct
 import tempfile
 from typing import Any
 
-from streaming.cli.common import CLIError, emit, has_source_files, progress
+from streaming.cli.common import emit, has_source_files, progress
 from streaming.dataset_dir import DatasetDir, find_datasets, shard_files
+from streaming.errors import MissingIndexError
 
 HELP = 'check every shard (sizes, hashes, headers, optionally every sample); exit 1 on problems'
 
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     for url in find_datasets(args.url, args.split):
         try:
             ds = DatasetDir(url)
-        except CLIError:
+        except MissingIndexError:
             if not has_source_files(url):
                 raise
             from streaming.sources.validate import validate_source
