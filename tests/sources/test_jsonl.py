@@ -48,20 +48,24 @@ def _dataset(remote: str, local: str, **kwargs) -> StreamingDataset:
 @pytest.mark.parametrize('blank_every,final_newline', [(0, True), (7, False)])
 def test_every_line_once_in_order(tmp_path, unit_bytes, blank_every, final_newline,
                                   monkeypatch) -> None:
-    from streaming.sources import remote as storage_sources
-    monkeypatch.setattr(storage_sources, 'read_chunks', _small_chunks(storage_sources))
+    from streaming.sources import sidecar
+    calls: list[str] = []
+    # The sidecar (the unit index of each file) reads the files through its own name.
+    monkeypatch.setattr(sidecar, 'read_chunks', _small_chunks(sidecar, calls))
     root = str(tmp_path / 'data')
     expected = write_jsonl(root, blank_every=blank_every, final_newline=final_newline)
     dataset = _dataset(root, str(tmp_path / 'cache'), options={'unit_bytes': unit_bytes})
     assert [dataset[i] for i in range(len(dataset))] == expected
+    assert len(calls) == 3  # Every file was indexed from chunks of 333 bytes.
     if unit_bytes == 100:
         assert dataset.num_shards > 30
 
 
-def _small_chunks(module):
+def _small_chunks(module, calls: list[str]):
     real = module.read_chunks
 
     def read_chunks(url, **kwargs):  # Chunks of 333 bytes: lines straddle chunk ends.
+        calls.append(url)
         data = b''.join(real(url, **kwargs))
         return iter([data[i:i + 333] for i in range(0, len(data), 333)])
     return read_chunks
