@@ -56,11 +56,17 @@ def test_the_simulated_pacer_is_the_librarys() -> None:
     clock = [0.0]
     pacer = SimPacer(lambda: clock[0])
     assert isinstance(pacer, Pacer) and pacer.rate is None
-    assert pacer.wait_turn() == 0.0  # Unpaced until refused.
+    assert pacer.try_turn() == 0.0  # Unpaced until refused.
     pacer.throttled()
     assert pacer.rate == pytest.approx(max(Pacer.MIN_RATE, Pacer.MIN_KEEP * 1.0))
-    first, second = pacer.wait_turn(), pacer.wait_turn()
-    assert second - first == pytest.approx(1 / pacer.rate)  # Turns at their mean spacing.
+    spacing = 1 / pacer.rate
+    assert pacer.try_turn() == pytest.approx(spacing)  # The next turn is one spacing away...
+    assert pacer.try_turn(count=False) == pytest.approx(spacing)  # ...and asking again
+    clock[0] += spacing  # reserves nothing: each waiting request looks again.
+    assert pacer.try_turn(count=False) == 0.0
+    # Held back meanwhile, the rate grew: the next turn is one (shorter) mean spacing away.
+    assert pacer.rate > 1 / spacing
+    assert pacer.try_turn() == pytest.approx(1 / pacer.rate)
     bucket = TokenBucket(2.0)
     assert [bucket.admit(0.0) for _ in range(3)] == [True, True, False]
     assert bucket.admit(0.5) and not bucket.admit(0.5)
