@@ -70,3 +70,32 @@ def test_the_simulated_pacer_is_the_librarys() -> None:
     bucket = TokenBucket(2.0)
     assert [bucket.admit(0.0) for _ in range(3)] == [True, True, False]
     assert bucket.admit(0.5) and not bucket.admit(0.5)
+
+
+def test_a_nodes_burst_leaves_together_and_a_waiting_get_holds_no_turn() -> None:
+    """Two nodes' GETs due at one instant: the first node's burst takes the store's banked
+    second, the second node's are refused; once paced, a GET not due looks again (no turn held
+    ahead) and is sent when its turn comes."""
+    from streaming.plan.pieces import Transfer
+    from streaming.plan.store import ThrottledStore
+    clock = [0.0]
+    bucket = TokenBucket(4.0)
+    refused = [0, 0]
+    stores = [ThrottledStore(bucket, 0.04, lambda: clock[0],
+                             lambda n=n: refused.__setitem__(n, refused[n] + 1))
+              for n in range(2)]
+    bursts = [[Transfer(shard, 1.0, float('inf'), True) for shard in range(4)] for _ in stores]
+    for store, burst in zip(stores, bursts):
+        assert [store.request(t) for t in burst] == [0.0] * 4  # Unpaced: all sent now.
+    clock[0] = 0.0
+    for store in stores:
+        store.due()
+    assert all(t.first_byte_at == pytest.approx(0.04) for t in bursts[0])
+    assert all(t.first_byte_at == float('inf') for t in bursts[1])
+    clock[0] = 0.04  # The refusals come back: the second node is paced, its GETs back off.
+    assert stores[1].due() == [] and refused == [0, 4]
+    assert stores[1].pacer.rate is not None and stores[0].pacer.rate is None
+    late = Transfer(9, 1.0, float('inf'), True)
+    assert stores[1].request(late) is None  # Not its turn: it waits, holding none ahead.
+    looks = [at for at, _, _, t in stores[1].events if t is late]
+    assert looks and looks[0] <= clock[0] + stores[1].pacer.RECHECK + 1e-9
