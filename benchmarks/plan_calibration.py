@@ -326,6 +326,10 @@ def save(path: str, args: argparse.Namespace, part: dict[str, Any]) -> None:
                   default=str)
 
 
+def _seconds(values: list[float]) -> str:
+    return ', '.join(f'{x:.2f}' for x in values) + ' s'
+
+
 def _run_note(part: dict[str, Any]) -> str:
     link = part.get('link', "the fleet emulator's")
     load = ', '.join(f'{x:.1f}' for x in part['load'])
@@ -343,9 +347,10 @@ def docs_text(paths: list[str]) -> str:
     runs = [_run_note(p) for p in parts]
     rows = [row for p in parts for row in p['results']]
     costs = [f'- {row["name"]}: {describe(row["machine"])}' for row in rows if 'machine' in row]
-    spread = [f'- {row["name"]}: the ranks\' own first batches (medians, fastest to slowest): '
-              f'{", ".join(f"{x:.2f}" for x in row["measured"]["ranks_first_batch_s"])} s'
-              for row in rows if 'ranks_first_batch_s' in row['measured']]
+    spread = [f'- {row["name"]}: each node\'s own first batch, fastest to slowest (medians), '
+              f'measured {_seconds(row["measured"]["ranks_first_batch_s"])}, planned '
+              f'{_seconds(row["predicted"]["ranks_first_batch_s"])}' for row in rows
+              if 'ranks_first_batch_s' in row.get('predicted', {})]
     big = [f'`streaming {" ".join(BIG_PLAN[:-1])}` (1 B samples) answered in '
            f'{p["big_plan"]["seconds"]:.1f} s (load {p["big_plan"]["load"][0]:.1f}).'
            for p in parts if 'big_plan' in p]

@@ -141,6 +141,7 @@ def predict_fleet(index_dir: str, config: Config, machine: dict[str, Any], total
     nodes = plan(shape, run, profile, quality=False, find_min_cache=False)['nodes']
     fetched = sum(n['fetched_bytes'] for n in nodes) + shape.index_bytes * len(nodes)
     return {'first_batch_s': max(n['first_batch_s'] for n in nodes),
+            'ranks_first_batch_s': sorted(n['first_batch_ready_s'] for n in nodes),
             'epoch_s': max(n['epoch_s'][0] for n in nodes),
             'fetched_ratio': fetched / total,
             'refetched_share': sum(n['refetched_bytes'] for n in nodes) / total,

@@ -303,6 +303,8 @@ class NodeSimulation:
             if self.ready_count[step] < ranks:
                 return moved
             ready = float(self.ready_at[step])
+            if self.out.first_ready_s is None:
+                self.out.first_ready_s = ready
             if self.barrier is not None:  # Every node's ranks take the step together.
                 ready = self.barrier.arrive(self.node, self.epoch, step, ready)
                 if ready is None:

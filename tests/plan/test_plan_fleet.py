@@ -39,6 +39,9 @@ def test_nodes_take_each_step_together() -> None:
     firsts = {n['first_batch_s'] for n in result['nodes']}
     ends = {n['epoch_s'][0] for n in result['nodes']}
     assert len(firsts) == 1 and len(ends) == 1, (firsts, ends)
+    # Each node's own ranks had their first batches at their own time, the last when all take it.
+    ready = [n['first_batch_ready_s'] for n in result['nodes']]
+    assert len(set(ready)) > 1 and max(ready) == pytest.approx(firsts.pop())
 
 
 def test_the_barrier_opens_when_every_running_node_arrives() -> None:
