@@ -8,12 +8,13 @@ cache; the clock starts before the dataset is built), and planned by ``streaming
 same index and settings. Compared: time to first batch, epoch time, bytes fetched, and bytes
 fetched again (refetches, as a share of the dataset), medians over ``--repeats``.
 
-What the plan is given besides the settings: the link as the emulator delivers it (its saved
-self-check, ``benchmarks/results/linkemu-selfcheck.jsonl``, gives the share of the nominal rates
-it really carries) and this machine's costs (``benchmarks/plan_calibration_costs.py``): each
-compared epoch follows an epoch of the same shape (workers, cache settings) over the uncapped
-link, and a row's start-up and reading cost come from its own uncapped epochs, so that a load
-that moves during the calibration moves both alike. Nothing is taken from the compared epochs.
+What the plan is given besides the settings: the link as the emulator delivers it (just
+before each compared epoch, ``linkemu_check.delivered_rates`` measures the share of the nominal
+rates it carries on one connection and on many; medians) and this machine's costs
+(``benchmarks/plan_calibration_costs.py``): each compared epoch follows an epoch of the same
+shape (workers, cache settings) over the uncapped link, and a row's start-up and reading cost
+come from its own uncapped epochs, so that a load that moves during the calibration moves both
+alike. Nothing is taken from the compared epochs.
 
 Configurations: one node cold epoch (same-region); ``cache_limit`` at 25% of the dataset;
 a cross-region link; and a throttled store with several emulated nodes, run by the fleet
@@ -38,6 +39,7 @@ from benchmarks.config import OURS
 from benchmarks.envs import pythons
 from benchmarks.link_bench import DATASETS, one_run, prepare
 from benchmarks.linkemu import PROFILES
+from benchmarks.linkemu_check import delivered_rates
 from benchmarks.linkemu_kernel import open_link
 from benchmarks.plan_calibration_costs import (
     Config,
@@ -284,7 +286,6 @@ def single_node_rows(args: argparse.Namespace) -> dict[str, Any]:
         log(f'link emulator: {link.mode}')
         key = os.path.basename(dirs[OURS])
         total = link.upload_dir(dirs[OURS], f'{OURS}/{key}')
-        shares = delivered_profiles(link.mode)
         for config in CONFIGS:
             if config.nodes > 1:
                 continue  # The fleet row brings its own store and links.
@@ -293,22 +294,32 @@ def single_node_rows(args: argparse.Namespace) -> dict[str, Any]:
             params = {'bucket': 'plancal', 'scratch': scratch, 'batch_size': BATCH,
                       'num_workers': WORKERS, 'shuffle': True, 'payload_per_sample': payload,
                       'prefix': f'{OURS}/{key}', 'cache_limit': limit}
-            uncapped, runs = [], []
+            uncapped, runs, rates = [], [], []
             for _ in range(args.repeats):
                 uncapped.append(uncapped_epoch(link, python[OURS], total, params, scratch,
                                                args.timeout))
                 link.set_profile(profile)
+                rates.append(delivered_rates(link, profile, 'plancal', seconds=1.0))
                 runs.append(one_run(OURS, python[OURS], link, profile.link_rate, total, params,
                                     scratch, args.timeout))
+            # The link as it carried data just before each compared epoch (the emulator's
+            # share of its nominal rates moves with the machine's load).
+            row_shares = {config.profile: (
+                statistics.median(r['one_connection_mb_per_s'] for r in rates) * 1e6
+                / profile.conn_rate,
+                statistics.median(r['aggregate_mb_per_s'] for r in rates) * 1e6
+                / profile.link_rate)}
             row: dict[str, Any] = {'name': config.name, 'measured': measured(runs),
-                                   'runs': runs, 'uncapped': uncapped}
+                                   'runs': runs, 'uncapped': uncapped,
+                                   'shares': row_shares[config.profile]}
             if ok_metrics(uncapped) and ok_metrics(runs):
                 row['machine'] = row_machine(uncapped, dirs[OURS], samples, limit)
-                row['predicted'] = predict(dirs[OURS], config, row['machine'], shares, total)
+                row['predicted'] = predict(dirs[OURS], config, row['machine'], row_shares,
+                                           total)
                 log(f'{config.name}: machine {row["machine"]}, measured {row["measured"]}, '
                     f'planned {row["predicted"]}')
             results.append(row)
-    return {'link': link.mode, 'shares': shares, 'results': results}
+    return {'link': link.mode, 'results': results}
 
 
 def command(args: argparse.Namespace) -> str:
@@ -324,6 +335,14 @@ def save(path: str, args: argparse.Namespace, part: dict[str, Any]) -> None:
         json.dump({'command': command(args), 'date': time.strftime('%Y-%m-%d %H:%M'),
                    'load': os.getloadavg(), 'repeats': args.repeats, **part}, f, indent=1,
                   default=str)
+
+
+def _link_note(row: dict[str, Any]) -> str:
+    if 'shares' not in row:
+        return ''
+    one, many = row['shares']
+    return (f'; the link carried {one:.2f} of its nominal rate on one connection and {many:.2f} '
+            f'of its aggregate on many')
 
 
 def _seconds(values: list[float]) -> str:
@@ -346,7 +365,8 @@ def docs_text(paths: list[str]) -> str:
                 parts.append(json.load(f))
     runs = [_run_note(p) for p in parts]
     rows = [row for p in parts for row in p['results']]
-    costs = [f'- {row["name"]}: {describe(row["machine"])}' for row in rows if 'machine' in row]
+    costs = [f'- {row["name"]}: {describe(row["machine"])}{_link_note(row)}' for row in rows
+             if 'machine' in row]
     spread = [f'- {row["name"]}: each node\'s own first batch, fastest to slowest (medians), '
               f'measured {_seconds(row["measured"]["ranks_first_batch_s"])}, planned '
               f'{_seconds(row["predicted"]["ranks_first_batch_s"])}' for row in rows
