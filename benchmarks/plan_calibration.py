@@ -325,6 +325,8 @@ def single_node_rows(args: argparse.Namespace) -> dict[str, Any]:
 def command(args: argparse.Namespace) -> str:
     flags = ''.join(f' --{name}' for name in ('no-fleet', 'only-fleet')
                     if getattr(args, name.replace('-', '_')))
+    if args.fleet_repeats != 5 and not args.no_fleet:
+        flags += f' --fleet-repeats {args.fleet_repeats}'
     return (f'flock /work/bench.lock .venv/bin/python -m benchmarks.plan_calibration '
             f'--repeats {args.repeats}{flags} --docs')
 
@@ -382,6 +384,10 @@ def docs_text(paths: list[str]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--fleet-repeats', type=int, default=5,
+                        help='the fleet row\'s epochs of each kind (its slowest node\'s first '
+                             'batch spreads widely from epoch to epoch: which node the store '
+                             'serves first)')
     parser.add_argument('--timeout', type=float, default=240)
     parser.add_argument('--link', choices=['auto', 'kernel', 'proxy'], default='auto')
     parser.add_argument('--data-dir', default=os.path.join(REPO, 'benchmarks', '.data', 'link'))
@@ -412,7 +418,8 @@ def main(argv: list[str] | None = None) -> None:
             return
         save(args.out, args, {**single_node_rows(args), 'big_plan': big})
     if not args.no_fleet:
-        save(fleet_out, args, {'results': [fleet_row(c, args.repeats, args.data_dir)
+        save(fleet_out, args, {'repeats': args.fleet_repeats,
+                               'results': [fleet_row(c, args.fleet_repeats, args.data_dir)
                                            for c in CONFIGS if c.nodes > 1]})
     text = docs_text([args.out, fleet_out])
     print(text)
