@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 from benchmarks.linkemu import Profile
 
-__all__ = ['report', 'self_check', 'timed_get', 'parallel_gets']
+__all__ = ['delivered_rates', 'report', 'self_check', 'timed_get', 'parallel_gets']
 
 
 def timed_get(endpoint: str, path: str, out: dict[str, Any]) -> None:
@@ -67,41 +67,27 @@ def parallel_gets(endpoint: str, path: str, count: int) -> list[dict[str, Any]]:
     return results
 
 
-def self_check(profile: Profile, seconds: float = 2.0, connections: int | None = None,
-               mode: str = 'auto') -> dict[str, Any]:
-    """Start moto behind a link of ``mode`` (see ``linkemu_kernel.open_link``); measure TTFB,
-    one connection's and many connections' MB/s."""
-    from benchmarks.linkemu_kernel import open_link
+def delivered_rates(link: Any, profile: Profile, bucket: str = 'linkemu', seconds: float = 2.0,
+                    connections: int | None = None) -> dict[str, Any]:
+    """What ``link`` (set to ``profile``) carries now: one connection's MB/s, then the aggregate
+    and per-connection MB/s of many connections at once (about ``seconds`` each; the objects
+    are put into ``bucket`` first)."""
     many = connections or max(2, 2 * math.ceil(profile.link_rate / profile.conn_rate))
     many = min(many, 64)
     one_size = int(min(profile.conn_rate * seconds, 256e6))
     many_size = int(min(profile.link_rate * seconds / many, 256e6))
-    with open_link(profile, 'linkemu', mode) as link:
-        client = link.client()
-        client.put_object(Bucket='linkemu', Key='small', Body=b'x' * 1024, ACL='public-read')
-        client.put_object(Bucket='linkemu', Key='one', Body=os.urandom(one_size), ACL='public-read')
-        client.put_object(Bucket='linkemu', Key='many', Body=os.urandom(many_size),
-                          ACL='public-read')
-        link_mode = link.mode
-        link.reset()  # The kernel link counts the uploads above (the proxy does not see them).
-        ttfbs = []
-        for _ in range(5):
-            out: dict[str, Any] = {}
-            timed_get(link.endpoint, '/linkemu/small', out)
-            ttfbs.append(out['first'] - out['start'])
-        probe_stats = _probe(link)
-        link.reset()
-        one = parallel_gets(link.endpoint, '/linkemu/one', 1)[0]
-        one_stats = link.stats()
-        link.reset()
-        results = parallel_gets(link.endpoint, '/linkemu/many', many)
-        many_stats = link.stats()
+    client = link.client()
+    for key, size in (('linkemu-one', one_size), ('linkemu-many', many_size)):
+        client.put_object(Bucket=bucket, Key=key, Body=os.urandom(size), ACL='public-read')
+    link.reset()  # The kernel link counts the uploads above (the proxy does not see them).
+    one = parallel_gets(link.endpoint, f'/{bucket}/linkemu-one', 1)[0]
+    one_stats = link.stats()
+    link.reset()
+    results = parallel_gets(link.endpoint, f'/{bucket}/linkemu-many', many)
+    many_stats = link.stats()
     first = min(r['first'] for r in results)
     end = max(r['end'] for r in results)
     return {
-        'profile': asdict(profile),
-        'mode': link_mode,
-        'ttfb_s': statistics.median(ttfbs),
         'one_connection_mb_per_s': one['bytes'] / (one['end'] - one['first']) / 1e6,
         'one_connection_stats': one_stats,
         'connections': many,
@@ -109,6 +95,31 @@ def self_check(profile: Profile, seconds: float = 2.0, connections: int | None =
         'per_connection_mb_per_s_median': statistics.median(
             r['bytes'] / (r['end'] - r['first']) / 1e6 for r in results),
         'many_connections_stats': many_stats,
+    }
+
+
+def self_check(profile: Profile, seconds: float = 2.0, connections: int | None = None,
+               mode: str = 'auto') -> dict[str, Any]:
+    """Start moto behind a link of ``mode`` (see ``linkemu_kernel.open_link``); measure TTFB,
+    one connection's and many connections' MB/s."""
+    from benchmarks.linkemu_kernel import open_link
+    with open_link(profile, 'linkemu', mode) as link:
+        client = link.client()
+        client.put_object(Bucket='linkemu', Key='small', Body=b'x' * 1024, ACL='public-read')
+        link_mode = link.mode
+        link.reset()
+        ttfbs = []
+        for _ in range(5):
+            out: dict[str, Any] = {}
+            timed_get(link.endpoint, '/linkemu/small', out)
+            ttfbs.append(out['first'] - out['start'])
+        probe_stats = _probe(link)
+        rates = delivered_rates(link, profile, 'linkemu', seconds, connections)
+    return {
+        'profile': asdict(profile),
+        'mode': link_mode,
+        'ttfb_s': statistics.median(ttfbs),
+        **rates,
         'probe_stats': probe_stats,
         'load': round(os.getloadavg()[0], 1),
     }

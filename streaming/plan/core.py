@@ -103,6 +103,9 @@ def _node_report(node: int, out: NodeRun, scale: float, node_bytes: int, begin: 
     return {
         'node': node,
         'first_batch_s': round(float(first), 3),
+        # Its own ranks' first batches, before the other nodes' (the same unless run together).
+        'first_batch_ready_s': round(float(first if out.first_ready_s is None
+                                           else min(first, out.first_ready_s)), 3),
         'epoch_s': [round(e, 3) for e in epochs],
         'run_s': round(duration, 3),
         'samples_per_s': round(samples / duration, 1) if duration else 0.0,

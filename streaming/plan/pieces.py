@@ -65,6 +65,9 @@ class NodeRun:
     """What one simulated node did over the whole run (times in seconds from the run's start)."""
 
     first_batch_s: float = 0.0
+    # When the node's own ranks had the first step's batches (before nodes that run together
+    # wait for each other at the step's barrier): None until they had.
+    first_ready_s: float | None = None
     epoch_end_s: list[float] = field(default_factory=list)
     step_times: list[float] = field(default_factory=list)  # Each step's consumption.
     step_samples: list[int] = field(default_factory=list)

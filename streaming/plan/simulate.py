@@ -129,9 +129,11 @@ class NodeSimulation:
             self.transfers.append(transfer)
             if self.store is None:
                 self._sent(self.t)
-            else:  # Answered once the store admits it (``_store_due``).
+            else:  # Sent at its pacer's turn, answered once admitted (``_store_due``).
                 transfer.first_byte_at = np.inf
-                self._sent(self.store.request(transfer))
+                sent = self.store.request(transfer)
+                if sent is not None:
+                    self._sent(sent)
         if self.ever[shard]:
             self.out.refetches += 1
             self.out.refetched_bytes += self.fetch[shard]
@@ -301,6 +303,8 @@ class NodeSimulation:
             if self.ready_count[step] < ranks:
                 return moved
             ready = float(self.ready_at[step])
+            if self.out.first_ready_s is None:
+                self.out.first_ready_s = ready
             if self.barrier is not None:  # Every node's ranks take the step together.
                 ready = self.barrier.arrive(self.node, self.epoch, step, ready)
                 if ready is None:

@@ -6,11 +6,18 @@ answers for a real store). The nodes a plan simulates share one bucket (their pa
 limit); a node simulated alone meets its equal share.
 
 The node: every GET takes its turn from the library's own ``Pacer`` (``storage/pacing.py``)
-on the simulation's clock, unpaced until the first refusal, then AIMD on the request rate. A
-refusal is known ``ttfb`` after the request; it cuts the pacer's rate and the scheduler's
-count of downloads in flight (``on_refusal``), and the GET waits the retry policy's backoff
-for a refusal (``call_with_retries`` in ``storage/retry.py``, its random jitter at its mean)
-before it takes a turn again.
+on the simulation's clock, unpaced until the first refusal, then AIMD on the request rate. As
+``Pacer.wait_turn`` does, a GET whose turn is not due holds no turn ahead: it looks again every
+``Pacer.RECHECK`` seconds (sooner if its turn is sooner), so a rate grown while it waits serves
+it at once. A refusal is known ``ttfb`` after the request; it cuts the pacer's rate and the
+scheduler's count of downloads in flight (``on_refusal``), and the GET waits the retry policy's
+backoff for a refusal (``call_with_retries`` in ``storage/retry.py``, its random jitter at its
+mean) before it takes a turn again.
+
+A node's GETs due together leave together (the schedule's threads send them at once), and
+nodes whose GETs leave at one instant reach the store one node after another: the first node's
+burst takes the bucket's banked second and the next nodes' first GETs are refused, as a fleet
+whose nodes start after one barrier meets a throttling store (``docs/plan.md``, Calibration).
 """
 
 from __future__ import annotations
@@ -19,15 +26,12 @@ import heapq
 from typing import Callable
 
 from streaming.plan.pieces import Transfer
-from streaming.storage.pacing import _NEXT_AT, _RATE, Pacer
+from streaming.storage.pacing import Pacer
 from streaming.storage.retry import RetryPolicy
 
 __all__ = ['SimPacer', 'ThrottledStore', 'TokenBucket']
 
-_AT_STORE, _REFUSED, _TURN = range(3)
-# A node's requests leave one after another (a thread each), not all at one instant: so the
-# nodes' first requests reach the store interleaved, not one node's burst before another's.
-SEND_GAP = 1e-3
+_AT_STORE, _REFUSED, _TURN, _LOOK = range(4)
 _MEAN_JITTER = 0.75  # ``RetryPolicy.delay`` scales by a uniform factor in [0.5, 1].
 
 
@@ -51,7 +55,11 @@ class TokenBucket:
 
 
 class SimPacer(Pacer):
-    """The library's pacer on a simulated clock, its turns at their mean spacing."""
+    """The library's pacer on a simulated clock, its turns at their mean spacing.
+
+    The simulation asks ``try_turn`` itself (``ThrottledStore``): in ``wait_turn`` the
+    simulated clock would not move.
+    """
 
     JITTER = 0.0
 
@@ -59,13 +67,6 @@ class SimPacer(Pacer):
         super().__init__()
         self._clock = clock
         self._sleep = lambda seconds: None
-
-    def wait_turn(self, deadline: float | None = None) -> float:
-        """The wait for the next free turn, reserved now: the simulation sends the GET then."""
-        wait = self.try_turn()
-        if wait > 0:  # Not due: this GET takes the next turn, the one after moves back.
-            self.state[_NEXT_AT] += 1 / self.state[_RATE]
-        return wait
 
 
 class ThrottledStore:
@@ -77,13 +78,19 @@ class ThrottledStore:
         self.pacer = SimPacer(clock)
         self.policy = RetryPolicy()
         self.events: list[tuple[float, int, int, Transfer]] = []
-        self.last_sent = -SEND_GAP
         self.count = 0
 
-    def request(self, transfer: Transfer) -> float:
-        """``transfer``'s GET takes its turn now; returns when it is sent."""
-        sent = max(self.clock() + self.pacer.wait_turn(), self.last_sent + SEND_GAP)
-        self.last_sent = sent
+    def request(self, transfer: Transfer, new: bool = True) -> float | None:
+        """``transfer``'s GET asks for its turn now; when it is sent, or None (not due yet).
+
+        ``new``: a GET not asked for before (it counts toward the rate the node asks at). One
+        not due looks again later (``due``).
+        """
+        wait = self.pacer.try_turn(count=new)
+        if wait > 0:
+            self._push(self.clock() + min(wait, self.pacer.RECHECK), _LOOK, transfer)
+            return None
+        sent = self.clock()
         self._push(sent, _AT_STORE, transfer)
         return sent
 
@@ -106,8 +113,10 @@ class ThrottledStore:
                 self.on_refusal()
                 transfer.refusals += 1
                 self._push(at + self.backoff(transfer.refusals), _TURN, transfer)
-            else:
-                sent.append(self.request(transfer))
+            else:  # A turn after a refusal's backoff is asked for anew; a look is not.
+                at = self.request(transfer, new=stage == _TURN)
+                if at is not None:
+                    sent.append(at)
         return sent
 
     def backoff(self, refusals: int) -> float:

@@ -313,3 +313,38 @@ def test_the_calibration_table_judges_each_figure() -> None:
     assert rows[3].endswith('| yes |') and '(10%)' in rows[3]  # 2.2 vs 2.0; 9 vs 10.
     assert rows[5].endswith('| no |') and '(30%)' in rows[5]
     assert 'not run: needs the fleet emulator' in rows[6]
+
+
+def test_the_calibration_docs_join_the_single_node_and_fleet_runs(tmp_path) -> None:
+    """``--no-fleet`` and ``--only-fleet`` each keep their results; the docs name both runs and
+    list each row's machine costs and the fleet's per-node first batches."""
+    import json
+
+    from benchmarks.plan_calibration import docs_text
+    figures = {'first_batch_s': 2.0, 'epoch_s': 10.0, 'fetched_ratio': 1.0,
+               'refetched_share': 0.0}
+    machine = {'startup_s': 0.7, 'build_s': 0.1, 'decode_s_per_sample': 1e-4,
+               'uncapped_epoch_s': 1.5, 'uncapped_runs': 3}
+    single = {'command': 'single-command', 'date': '2026-11-28 13:51', 'load': [2.0, 3.0, 3.0],
+              'repeats': 3, 'link': 'kernel', 'big_plan': {'seconds': 2.2, 'load': [3.6]},
+              'results': [{'name': 'one node', 'measured': {'status': 'ok', **figures},
+                           'predicted': figures, 'machine': machine, 'shares': [0.97, 0.9]}]}
+    fleet = {'command': 'fleet-command', 'date': '2026-11-28 14:04', 'load': [2.5, 3.0, 3.0],
+             'repeats': 5, 'results': [{
+                 'name': 'fleet', 'machine': machine,
+                 'measured': {'status': 'ok', **figures, 'ranks_first_batch_s': [1.0, 7.9]},
+                 'predicted': {**figures, 'first_batch_s': 3.0,
+                               'ranks_first_batch_s': [1.5, 9.4]}}]}
+    paths = [str(tmp_path / 'single.json'), str(tmp_path / 'fleet.json')]
+    for path, part in zip(paths, [single, fleet]):
+        with open(path, 'w') as f:
+            json.dump(part, f)
+    text = docs_text(paths + [str(tmp_path / 'absent.json')])
+    assert '`single-command` (kernel link' in text and 'medians of 3' in text
+    assert '`fleet-command`' in text and 'medians of 5' in text
+    rows = [line for line in text.splitlines() if line.startswith('| ')]
+    assert rows[1].startswith('| one node |') and rows[2].endswith('| yes |')
+    assert rows[3].startswith('| fleet |') and rows[4].endswith('| no |')  # 3.0 vs 2.0.
+    assert 'start-up 0.70 s' in text and '0.90 of its aggregate' in text
+    assert 'measured 1.00, 7.90 s, planned 1.50, 9.40 s' in text
+    assert 'answered in 2.2 s' in text

@@ -39,6 +39,9 @@ def test_nodes_take_each_step_together() -> None:
     firsts = {n['first_batch_s'] for n in result['nodes']}
     ends = {n['epoch_s'][0] for n in result['nodes']}
     assert len(firsts) == 1 and len(ends) == 1, (firsts, ends)
+    # Each node's own ranks had their first batches at their own time, the last when all take it.
+    ready = [n['first_batch_ready_s'] for n in result['nodes']]
+    assert len(set(ready)) > 1 and max(ready) == pytest.approx(firsts.pop())
 
 
 def test_the_barrier_opens_when_every_running_node_arrives() -> None:
@@ -56,11 +59,46 @@ def test_the_simulated_pacer_is_the_librarys() -> None:
     clock = [0.0]
     pacer = SimPacer(lambda: clock[0])
     assert isinstance(pacer, Pacer) and pacer.rate is None
-    assert pacer.wait_turn() == 0.0  # Unpaced until refused.
+    assert pacer.try_turn() == 0.0  # Unpaced until refused.
     pacer.throttled()
     assert pacer.rate == pytest.approx(max(Pacer.MIN_RATE, Pacer.MIN_KEEP * 1.0))
-    first, second = pacer.wait_turn(), pacer.wait_turn()
-    assert second - first == pytest.approx(1 / pacer.rate)  # Turns at their mean spacing.
+    spacing = 1 / pacer.rate
+    assert pacer.try_turn() == pytest.approx(spacing)  # The next turn is one spacing away...
+    assert pacer.try_turn(count=False) == pytest.approx(spacing)  # ...and asking again
+    clock[0] += spacing  # reserves nothing: each waiting request looks again.
+    assert pacer.try_turn(count=False) == 0.0
+    # Held back meanwhile, the rate grew: the next turn is one (shorter) mean spacing away.
+    assert pacer.rate > 1 / spacing
+    assert pacer.try_turn() == pytest.approx(1 / pacer.rate)
     bucket = TokenBucket(2.0)
     assert [bucket.admit(0.0) for _ in range(3)] == [True, True, False]
     assert bucket.admit(0.5) and not bucket.admit(0.5)
+
+
+def test_a_nodes_burst_leaves_together_and_a_waiting_get_holds_no_turn() -> None:
+    """Two nodes' GETs due at one instant: the first node's burst takes the store's banked
+    second, the second node's are refused; once paced, a GET not due looks again (no turn held
+    ahead) and is sent when its turn comes."""
+    from streaming.plan.pieces import Transfer
+    from streaming.plan.store import ThrottledStore
+    clock = [0.0]
+    bucket = TokenBucket(4.0)
+    refused = [0, 0]
+    stores = [ThrottledStore(bucket, 0.04, lambda: clock[0],
+                             lambda n=n: refused.__setitem__(n, refused[n] + 1))
+              for n in range(2)]
+    bursts = [[Transfer(shard, 1.0, float('inf'), True) for shard in range(4)] for _ in stores]
+    for store, burst in zip(stores, bursts):
+        assert [store.request(t) for t in burst] == [0.0] * 4  # Unpaced: all sent now.
+    clock[0] = 0.0
+    for store in stores:
+        store.due()
+    assert all(t.first_byte_at == pytest.approx(0.04) for t in bursts[0])
+    assert all(t.first_byte_at == float('inf') for t in bursts[1])
+    clock[0] = 0.04  # The refusals come back: the second node is paced, its GETs back off.
+    assert stores[1].due() == [] and refused == [0, 4]
+    assert stores[1].pacer.rate is not None and stores[0].pacer.rate is None
+    late = Transfer(9, 1.0, float('inf'), True)
+    assert stores[1].request(late) is None  # Not its turn: it waits, holding none ahead.
+    looks = [at for at, _, _, t in stores[1].events if t is late]
+    assert looks and looks[0] <= clock[0] + stores[1].pacer.RECHECK + 1e-9
