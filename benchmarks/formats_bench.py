@@ -58,7 +58,9 @@ def _worker_ours(kind: str, path: str, workers: int, cache: str) -> dict:
     else:
         dataset = StreamingDataset(local=path, batch_size=BATCH, shuffle=True)
     loader = StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers)
+    cpu = _cpu_seconds()
     result = _epoch(loader)
+    result['cpu_s'] = _cpu_seconds() - cpu  # The workers are joined at the epoch's end.
     if kind == 'parquet':  # Decodes made on the node, of all its units (cache.decoded_units).
         decodes = dataset.cache.decoded.decodes()
         # Each worker's fetch rate: its samples over its time waiting for shards and reading
@@ -68,6 +70,14 @@ def _worker_ours(kind: str, path: str, workers: int, cache: str) -> dict:
         result.update(units=len(decodes), decodes=int(decodes.sum()),
                       worker_rate=sum(rates) / len(rates))
     return result
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its children that have been waited for."""
+    import resource
+    return sum(usage.ru_utime + usage.ru_stime for usage in
+               (resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def _worker_litdata(path: str, workers: int, cache: str) -> dict:
@@ -260,7 +270,8 @@ def decode_once_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
     worker's fetch rate (samples over its seconds waiting for and reading shards, decoding
     included: ``loader.stats``) over the 0-worker process's; and the node's decodes per unit
     (``cache.decoded_units``; ``STREAMING_SHARED_DECODE=0`` turns the sharing off, each worker
-    decoding what it reads as before).
+    decoding what it reads as before); CPU seconds of the epoch (user + system, the loader's
+    process and its workers).
     """
     scratch = os.path.join(data_dir, 'scratch')
     os.makedirs(scratch, exist_ok=True)
@@ -288,6 +299,7 @@ def decode_once_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
                    'fetch_rate_vs_0_workers': worker_rate / alone_fetch,
                    'decodes_per_unit': statistics.median(r['decodes'] / r['units']
                                                          for r in results),
+                   'cpu_s': statistics.median(r['cpu_s'] for r in results),
                    'units': results[0]['units'], 'load': os.getloadavg()}
             print(json.dumps(row), flush=True)
             rows.append(row)

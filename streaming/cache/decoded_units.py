@@ -11,8 +11,9 @@ workers starting on the same units split them instead of one idling while the ot
 A decoder killed mid-write leaves only its temporary file (removed by the next decoder of that
 unit) and releases the lock: the next process decodes the unit again.
 
-A unit whose decoding is only a copy (Parquet pages stored uncompressed, read in place) gets a
-marker (``unit-<shard>.local``) instead: each process reads it itself, without waiting.
+A unit whose decoding is only a copy (Parquet pages stored
+uncompressed, read in place) gets a marker (``unit-<shard>.local``) instead: each process reads
+it itself, without waiting.
 
 Bounded: the files take at most ``budget`` bytes (``STREAMING_SHARED_DECODED_BYTES``, default
 1 GiB, at most half the free space of the shared directory's file system); publishing one past
@@ -35,7 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from streaming.coord import SharedDir
-from streaming.fileio import atomic_open, remove_quietly
+from streaming.fileio import create_temp, publish, remove_quietly
 
 __all__ = ['DecodedUnits', 'SharedUnit', 'decoded_arrays']
 
@@ -45,9 +46,7 @@ DEFAULT_BUDGET = 1 << 30
 class SharedUnit(Protocol):
     """What the store asks of a unit's reader (``sources.reader.SourceReader``)."""
 
-    def columns_checked(self) -> Any: ...  # Has ``shared``: whether worth publishing.
-
-    def write_columns(self, file: Any, columns: Any) -> int: ...
+    def write_decoded(self, file: Any) -> tuple[Any, int | None]: ...
 
     def map_columns(self, path: str) -> tuple[Any, int]: ...
 
@@ -95,35 +94,24 @@ class DecodedUnits:
     def unit(self, shard_id: int, reader: SharedUnit, wait: bool = True) -> Any:
         """The columns of ``reader``'s unit: mapped from the node's file, or decoded here.
 
-        Without ``wait``, None at once if another process is decoding it now.
+        None when the unit is not shared (each process decodes it itself, counting it with
+        ``count``) or, without ``wait``, when another process is decoding it now.
         """
         found = self._mapped(shard_id, reader)
-        if found is not None:
+        if found is not None or os.path.exists(self.path(shard_id) + '.local'):
             return found
-        if os.path.exists(self.path(shard_id) + '.local'):
-            return self._decode_here(shard_id, reader)
         lock = self.shared.lock(f'decode-{shard_id}')
         if not lock.acquire(blocking=wait):
             return None
         try:
             found = self._mapped(shard_id, reader)
-            if found is not None:
+            if found is not None or os.path.exists(self.path(shard_id) + '.local'):
                 return found
             for left in glob.glob(os.path.join(self.directory, f'.unit-{shard_id}.*')):
                 remove_quietly(left)  # A decoder killed mid-write (we hold its lock now).
-            columns = self._decode_here(shard_id, reader)
-            if not getattr(columns, 'shared', True):
-                os.makedirs(self.directory, exist_ok=True)
-                open(self.path(shard_id) + '.local', 'a').close()
-                return columns
-            return self._publish(shard_id, reader, columns)
+            return self._decode_and_publish(shard_id, reader)
         finally:
             lock.release()
-
-    def _decode_here(self, shard_id: int, reader: SharedUnit) -> Any:
-        columns = reader.columns_checked()
-        self.count(shard_id)
-        return columns
 
     def count(self, shard_id: int) -> None:
         """Count a decode of the unit (also those made without the store: see ``decodes``)."""
@@ -139,19 +127,35 @@ class DecodedUnits:
         self.shared.array('unit_file_access')[shard_id] = time.monotonic_ns()
         return columns
 
-    def _publish(self, shard_id: int, reader: SharedUnit, columns: Any) -> Any:
-        """Write ``columns`` as the unit's file, make room under the budget, map it back.
+    def _decode_and_publish(self, shard_id: int, reader: SharedUnit) -> Any:
+        """Decode the unit into its file, publish it, make room under the budget, map it back.
 
-        A file that cannot be written (the shared directory full) is not shared: this process
-        keeps what it decoded.
+        (Lock of the unit held.) A file that cannot be written (the shared directory full) is
+        not shared: this process keeps what it decoded. A unit not worth sharing gets its
+        marker: every process decodes it itself from then on.
         """
         path = self.path(shard_id)
+        os.makedirs(self.directory, exist_ok=True)
+        fd, temp = create_temp(path)
+        columns = None
         try:
-            os.makedirs(self.directory, exist_ok=True)
-            with atomic_open(path) as file:
-                size = reader.write_columns(file, columns)
+            with os.fdopen(fd, 'wb') as file:
+                columns, size = reader.write_decoded(file)
         except OSError:
+            remove_quietly(temp)
+            if columns is None:
+                raise
+            size = 0  # Decoded, but the file could not be finished.
+        except BaseException:
+            remove_quietly(temp)
+            raise
+        self.count(shard_id)
+        if not size:
+            remove_quietly(temp)
+            if size is None:
+                open(path + '.local', 'a').close()
             return columns
+        publish(temp, path)
         with self.shared.lock('decoded'):
             sizes = self.shared.array('unit_file_bytes')
             total = self.shared.array('unit_files_total')
@@ -159,7 +163,8 @@ class DecodedUnits:
             sizes[shard_id] = size
             self.shared.array('unit_file_access')[shard_id] = time.monotonic_ns()
             self._make_room(keep=shard_id)
-        return self._mapped(shard_id, reader) or columns
+        mapped = self._mapped(shard_id, reader)
+        return columns if mapped is None else mapped
 
     def _make_room(self, keep: int) -> None:
         """Remove the least recently mapped files until the total fits (lock held)."""

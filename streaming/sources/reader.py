@@ -147,7 +147,9 @@ class SourceReader(Reader):
         (``shares_decode``), the process that decodes it checks.
         """
         if self.shares_decode():
-            return self.accessors(self.unit_store.unit(self.shard_id, self))
+            columns = self.unit_store.unit(self.shard_id, self)
+            if columns is not None:
+                return self.accessors(columns)
         decoded = self.decode()
         if self.source_root is not None:
             self.check_source()
@@ -170,17 +172,22 @@ class SourceReader(Reader):
             pass
 
     # ---- what the node's store of decoded units (``cache.decoded_units``) calls ----
-    def columns_checked(self) -> UnitColumns:
-        """``decode_columns()``, the source checked after it as ``decode_checked`` does."""
+    def write_decoded(self, file: Any) -> tuple[UnitColumns, int | None]:
+        """Decode the unit and write it to ``file`` (a new unit file), for the node.
+
+        Returns (the columns, the file's size): size None when the unit is not worth sharing
+        (nothing compressed: the file is to be dropped), 0 when the file could not be written
+        (no room). Read in place, the source is checked once decoded, as ``decode_checked``.
+        """
         columns = self.decode_columns()
         if self.source_root is not None:
             self.check_source()
-        return columns
-
-    @staticmethod
-    def write_columns(file: Any, columns: UnitColumns) -> int:
-        """Write ``columns`` as a unit file (``unit_file``); returns its size."""
-        return write_unit(file, columns)
+        if not columns.shared:
+            return columns, None
+        try:
+            return columns, write_unit(file, columns)
+        except OSError:
+            return columns, 0
 
     @staticmethod
     def map_columns(path: str) -> tuple[UnitColumns, int]:

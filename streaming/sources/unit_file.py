@@ -4,15 +4,18 @@ What a reader decoded of a unit (``UnitColumns``: the columns pyarrow decoded, a
 the wide binary columns read from their pages, as spans of decompressed pages) is written by
 ``write_unit`` as::
 
-    [Arrow IPC stream of the table] [per span column: its values end to end, starts, ends,
+    [Arrow IPC stream of the table] [per span column: its decompressed pages, starts, ends,
     nulls] [JSON header: where each section lies] [header length, 8 bytes] [MAGIC]
 
-each section 64-byte aligned. ``map_unit`` maps the file and gives the same ``UnitColumns``,
-every buffer a view of the map (no copy): the table's columns through pyarrow's IPC reader,
-a span column as one ``PageSpans`` over its values. The file is published by the caller with
-``fileio.atomic_open`` (written under a temporary name, then renamed), so a file under its final
-name is whole; ``map_unit`` still checks the trailer and that every section lies in the file,
-and raises ``ValueError`` for one that does not (the caller decodes the unit again).
+each section 64-byte aligned (a span's start and end are offsets of the file). Pages are
+decompressed into private memory and written with ``write``: decompressing them straight into
+a map of the file was slower here (tmpfs pages faulted in one by one; docs/sources/parquet.md).
+``map_unit`` maps the file and gives the same ``UnitColumns``, every buffer a view of the map
+(no copy): the table's columns through pyarrow's IPC reader, a span column as one
+``PageSpans`` over the file. The caller writes the file under a temporary name and renames it
+(``fileio.create_temp``, ``publish``), so a file under its final name is whole; ``map_unit``
+still checks the trailer and that every section lies in the file, and raises ``ValueError``
+for one that does not (the caller decodes the unit again).
 """
 
 from __future__ import annotations
@@ -58,10 +61,9 @@ class _Sections:
             self.file.write(b'\0' * extra)
             self.pos += extra
 
-    def add(self, data: Any, align: bool = True) -> list[int]:
-        """Write ``data`` (any buffer), aligned unless it continues the previous section."""
-        if align:
-            self.pad()
+    def add(self, data: Any) -> list[int]:
+        """Write ``data`` (any buffer), aligned."""
+        self.pad()
         start = self.pos
         with memoryview(data) as view:
             self.file.write(view.cast('B'))
@@ -70,15 +72,15 @@ class _Sections:
 
 
 def write_unit(file: BinaryIO, columns: UnitColumns) -> int:
-    """Write ``columns`` to ``file`` (open for writing, at its start); returns bytes written."""
+    """Write ``columns`` to ``file`` (open for writing, at its start); returns the file's size."""
     out = _Sections(file)
     header: dict[str, Any] = {'names': list(columns.names), 'table': None, 'spans': {}}
     if columns.table is not None:
         import pyarrow as pa
         out.pad()
         start = out.pos
-        sink = pa.PythonFile(file, mode='w')  # Straight to the file: no copy in between.
-        with pa.ipc.new_stream(sink, columns.table.schema) as writer:
+        stream = pa.PythonFile(file, mode='w')  # Straight to the file: no copy in between.
+        with pa.ipc.new_stream(stream, columns.table.schema) as writer:
             writer.write_table(columns.table)
         out.pos = file.tell()
         header['table'] = [start, out.pos - start]
@@ -91,24 +93,14 @@ def write_unit(file: BinaryIO, columns: UnitColumns) -> int:
 
 
 def _write_spans(out: _Sections, parts: list[PageSpans], text: bool) -> dict[str, Any]:
-    """One span column: its pages' bytes end to end, and each value's span of them."""
-    bases, size = [], 0
-    first = out.pos + (-out.pos % _ALIGN)
-    for part in parts:
-        for buffer in part.buffers:
-            located = out.add(buffer, align=not bases)
-            bases.append(located[0] - first)
-            size = located[0] + located[1] - first
+    """One span column: its pages, and each value's span of the file."""
     starts, ends = [], []
-    offset = 0
     for part in parts:
-        base = np.asarray(bases[offset:offset + len(part.buffers)] or [0], np.int64)
+        base = np.asarray([out.add(buffer)[0] for buffer in part.buffers] or [0], np.int64)
         starts.append(base[part.chunk] + part.start)
         ends.append(base[part.chunk] + part.end)
-        offset += len(part.buffers)
     null = np.concatenate([part.null for part in parts]).astype(np.uint8)
-    return {'text': text, 'data': [first, size],
-            'start': out.add(np.concatenate(starts).astype('<i8')),
+    return {'text': text, 'start': out.add(np.concatenate(starts).astype('<i8')),
             'end': out.add(np.concatenate(ends).astype('<i8')), 'null': out.add(null)}
 
 
@@ -138,8 +130,8 @@ def map_unit(path: str) -> tuple[UnitColumns, int]:
     if header['table'] is not None:
         table = pa.ipc.open_stream(section(header['table'])).read_all()
     spans = {}
+    data = memoryview(buffer.slice(0, end)).cast('B')  # Spans are offsets of the file.
     for name, where in header['spans'].items():
-        data = memoryview(section(where['data'])).cast('B')
         start = np.frombuffer(section(where['start']), '<i8')
         stop = np.frombuffer(section(where['end']), '<i8')
         null = np.frombuffer(section(where['null']), np.uint8).astype(bool)
