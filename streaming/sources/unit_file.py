@@ -138,6 +138,7 @@ def map_unit(path: str) -> tuple[UnitColumns, int]:
         if not len(start) == len(stop) == len(null) or \
                 (len(start) and (start.min() < 0 or stop.max() > len(data))):
             raise ValueError(f'{path}: the spans of column {name!r} do not fit its data')
+        held = int((stop - start).sum())  # This column's bytes of the map.
         spans[name] = ([PageSpans([data], np.zeros(len(start), np.int32), start, stop, null,
-                                  len(data))], bool(where['text']))
+                                  held)], bool(where['text']))
     return UnitColumns(table, spans, list(header['names'])), size

@@ -90,6 +90,18 @@ def test_two_workers_decode_each_unit_once_and_read_what_one_process_reads(
     assert dataset.cache.decoded.decodes().tolist() == [1] * dataset.num_shards
 
 
+def test_the_shared_files_stay_within_their_budget(data, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv('STREAMING_SHARED_DECODED_BYTES', '1')  # Room for the newest only.
+    alone = _samples(_dataset(data, str(tmp_path / 'cache0')), workers=0)
+    dataset = _dataset(data, str(tmp_path / 'cache2'))
+    assert _samples(dataset, workers=2) == alone
+    store = dataset.cache.decoded
+    assert len(glob.glob(os.path.join(store.directory, 'unit-*'))) == 1
+    sizes = dataset._shared.array('unit_file_bytes')
+    assert (sizes > 0).sum() == 1 and dataset._shared.array('unit_files_total')[0] == sizes.sum()
+    assert store.decodes().sum() >= dataset.num_shards  # Removed ones are decoded again.
+
+
 def test_uncompressed_pages_are_read_by_each_process_without_waiting(tmp_path) -> None:
     root = str(tmp_path / 'plain')
     write_dataset(root, compression='none')
