@@ -123,6 +123,42 @@ print(json.dumps({'samples': len(samples),
 '''
 
 
+_RANK = '''
+import json, os, sys
+import torch.distributed as dist
+from streaming import StreamingDataLoader
+from tests.sources.test_decode_once import _dataset
+dist.init_process_group('gloo', init_method='file://' + sys.argv[3],
+                        rank=int(os.environ['RANK']), world_size=2)
+dataset = _dataset(sys.argv[1], sys.argv[2])
+ids = [i for batch in StreamingDataLoader(dataset, batch_size=8) for i in batch['id'].tolist()]
+dist.barrier()  # Both ranks done: the node's count is final.
+print(json.dumps({'ids': ids, 'decodes': dataset.cache.decoded.decodes().tolist()}))
+dist.barrier()
+dist.destroy_process_group()
+'''
+
+
+def test_two_ranks_of_a_node_decode_each_unit_once(data, tmp_path) -> None:
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, 'RANK': str(rank), 'WORLD_SIZE': '2', 'LOCAL_RANK': str(rank),
+               'LOCAL_WORLD_SIZE': '2', 'MASTER_ADDR': '127.0.0.1',
+               'MASTER_PORT': str(20000 + os.getpid() % 20000), 'PYTHONPATH': REPO}
+        procs.append(subprocess.Popen(
+            [sys.executable, '-c', _RANK, data, str(tmp_path / 'cache'),
+             str(tmp_path / 'rendezvous')], cwd=REPO, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True))
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    first, second = (set(result['ids']) for result in results)
+    assert not first & second and sorted(first | second) == list(range(FILES * ROWS))
+    assert results[0]['decodes'] == results[1]['decodes'] == [1] * (FILES * ROWS // GROUP)
+
+
 def test_the_shared_directory_ends_clean(data, tmp_path) -> None:
     shm = tmp_path / 'shm'
     shm.mkdir()
