@@ -1,7 +1,7 @@
 """Parquet streamed as it is: ours (``SourceStream``) vs LitData's ``ParquetLoader`` vs our MDS.
 
     .venv/bin/python -m benchmarks.formats_bench [--quick] [--repeats 3] [--index-files N]
-                                                   [--remote]
+                                                   [--remote] [--decode-once]
 
 Read cases: the ``tokens`` (2 KiB per row) and ``images`` (~100 KB binary + int label) samples
 of ``benchmarks/cases/sources.py``, written once as Parquet by ``pyarrow.parquet`` (snappy;
@@ -20,6 +20,12 @@ dataset is built (so indexing counts: ours reads the files' footers, LitData its
 uploaded beside them); time to first batch, samples/s, and the bytes that crossed the link over
 the projected columns' compressed size (ours reads ``columns=['image']``; LitData has no
 projection and fetches whole files).
+
+Decode-once case (``--decode-once``, alone): ours on the compressed ``images`` and ``tokens``
+Parquet with 0 workers, 2 workers sharing decoded units (the default) and 2 workers with
+``STREAMING_SHARED_DECODE=0``; samples/s, the rate per worker over the 0-worker rate, each
+worker's fetch rate (``loader.stats``: samples over its time reading, decoding included) over
+the 0-worker process's, and the node's decodes per unit.
 
 Index case: ``--index-files`` tiny Parquet files on a moto S3 server (its own process), indexed
 by ``streaming index``'s code path; seconds and the GET/LIST requests it made.
@@ -51,7 +57,27 @@ def _worker_ours(kind: str, path: str, workers: int, cache: str) -> dict:
         dataset = StreamingDataset(streams=streams, batch_size=BATCH, shuffle=True)
     else:
         dataset = StreamingDataset(local=path, batch_size=BATCH, shuffle=True)
-    return _epoch(StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers))
+    loader = StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers)
+    cpu = _cpu_seconds()
+    result = _epoch(loader)
+    result['cpu_s'] = _cpu_seconds() - cpu  # The workers are joined at the epoch's end.
+    if kind == 'parquet':  # Decodes made on the node, of all its units (cache.decoded_units).
+        decodes = dataset.cache.decoded.decodes()
+        # Each worker's fetch rate: its samples over its time waiting for shards and reading
+        # them (decoding included), from the loader's telemetry.
+        rates = [w['samples'] / (w['read_s'] + w['shard_wait_s'])
+                 for w in loader.stats.workers() if w['samples']]
+        result.update(units=len(decodes), decodes=int(decodes.sum()),
+                      worker_rate=sum(rates) / len(rates))
+    return result
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its children that have been waited for."""
+    import resource
+    return sum(usage.ru_utime + usage.ru_stime for usage in
+               (resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def _worker_litdata(path: str, workers: int, cache: str) -> dict:
@@ -179,7 +205,7 @@ def litdata_index(parquet_dir: str) -> None:
 
 
 def run_once(impl: str, kind: str, path: str, workers: int, scratch: str,
-             extra: tuple[str, ...] = ()) -> dict:
+             extra: tuple[str, ...] = (), env_extra: dict[str, str] | None = None) -> dict:
     import shutil
     import uuid
     cache = os.path.join(scratch, f'cache-{uuid.uuid4().hex[:8]}')
@@ -187,6 +213,7 @@ def run_once(impl: str, kind: str, path: str, workers: int, scratch: str,
         sys.executable
     env = {**os.environ, 'PYTHONPATH': REPO} if impl != 'litdata' else \
         {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+    env.update(env_extra or {})
     try:
         proc = subprocess.run([python, os.path.abspath(__file__), 'worker', impl, kind, path,
                                str(workers), cache, *extra], capture_output=True, text=True,
@@ -230,6 +257,50 @@ def read_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
                                                                  for r in results)
             row['vs litdata'] = row['ours-parquet'] / row['litdata-parquet']
             row['vs our mds'] = row['ours-parquet'] / row['ours-mds']
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+# ---- decode once per node ------------------------------------------------------------------
+def decode_once_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
+    """Ours on compressed Parquet: 0 workers, 2 workers sharing decoded units, 2 without.
+
+    Per row: samples/s of the epoch (median) and per worker over the 0-worker rate; each
+    worker's fetch rate (samples over its seconds waiting for and reading shards, decoding
+    included: ``loader.stats``) over the 0-worker process's; and the node's decodes per unit
+    (``cache.decoded_units``; ``STREAMING_SHARED_DECODE=0`` turns the sharing off, each worker
+    decoding what it reads as before); CPU seconds of the epoch (user + system, the loader's
+    process and its workers).
+    """
+    scratch = os.path.join(data_dir, 'scratch')
+    os.makedirs(scratch, exist_ok=True)
+    setups = {'0 workers': (0, {}), '2 workers, shared': (2, {}),
+              '2 workers, not shared': (2, {'STREAMING_SHARED_DECODE': '0'})}
+    rows = []
+    for name, samples in (('images', int(2_000 * scale)), ('tokens', int(100_000 * scale))):
+        parquet_dir, _ = make_data(data_dir, name, samples)
+        runs: dict[str, list[dict]] = {setup: [] for setup in setups}
+        for _ in range(repeats):
+            for setup, (workers, env) in setups.items():
+                runs[setup].append(run_once('ours', 'parquet', parquet_dir, workers, scratch,
+                                            env_extra=env))
+        alone = statistics.median(r['samples_per_s'] for r in runs['0 workers'])
+        alone_fetch = statistics.median(r['worker_rate'] for r in runs['0 workers'])
+        for setup, results in runs.items():
+            assert all(r['samples'] == samples for r in results), (setup, results)
+            rate = statistics.median(r['samples_per_s'] for r in results)
+            workers = setups[setup][0]
+            worker_rate = statistics.median(r['worker_rate'] for r in results)
+            row = {'dataset': name, 'samples': samples, 'setup': setup,
+                   'samples_per_s': rate, 'runs': [r['samples_per_s'] for r in results],
+                   'epoch_rate_per_worker_vs_0_workers': rate / max(workers, 1) / alone,
+                   'worker_fetch_rate': worker_rate,
+                   'fetch_rate_vs_0_workers': worker_rate / alone_fetch,
+                   'decodes_per_unit': statistics.median(r['decodes'] / r['units']
+                                                         for r in results),
+                   'cpu_s': statistics.median(r['cpu_s'] for r in results),
+                   'units': results[0]['units'], 'load': os.getloadavg()}
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows
@@ -369,6 +440,9 @@ def main() -> None:
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--index-files', type=int, default=10_000)
     parser.add_argument('--skip-read', action='store_true')
+    parser.add_argument('--decode-once', action='store_true',
+                        help='only ours on compressed Parquet: 0 workers, 2 sharing decoded '
+                             'units, 2 not sharing (decodes per unit, rate per worker)')
     parser.add_argument('--remote', action='store_true',
                         help='also the S3 case through the link emulator')
     parser.add_argument('--profile', default='same-region', help='the link profile (--remote)')
@@ -385,7 +459,9 @@ def main() -> None:
         with open(out) as f:
             results = json.load(f)
     when = {'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(), 'quick': args.quick}
-    if not args.skip_read:
+    if args.decode_once:
+        results['decode_once'] = {**when, 'cases': decode_once_cases(data_dir, scale, repeats)}
+    elif not args.skip_read:
         results['read'] = {**when, 'cases': read_cases(data_dir, scale, repeats)}
     if args.remote:
         results['remote'] = {**when, **remote_case(data_dir, scale, repeats, args.profile)}

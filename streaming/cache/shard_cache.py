@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from streaming.cache.budget import DownloadBudget, samples_that_fit
+from streaming.cache.decoded_units import DecodedUnits, decoded_arrays
 from streaming.coord import FileLock, SharedDir
 from streaming.errors import ShardFileError
 from streaming.format import Reader
@@ -60,7 +61,8 @@ def cache_arrays(num_shards: int) -> dict[str, tuple[str, tuple]]:
             'shard_access': ('int64', (num_shards,)),
             'shard_generation': ('uint32', (num_shards,)),
             'cache_usage': ('int64', (1,)),
-            'egress': ('int64', (2,))}  # The node's shard downloads: bytes received, GETs.
+            'egress': ('int64', (2,)),  # The node's shard downloads: bytes received, GETs.
+            **decoded_arrays(num_shards)}
 
 
 class ShardCache:
@@ -89,6 +91,7 @@ class ShardCache:
         METER.take()  # What this process received before (the index) is not shard egress.
         self._built: list[Reader | None] = [None] * len(shards)  # Readers in use, by shard.
         self._refetched: set[int] = set()  # Shards found bad once and downloaded again.
+        self.decoded = DecodedUnits(shared)  # Units of data files decoded once for the node.
 
     @property
     def states(self) -> np.ndarray:
@@ -229,7 +232,9 @@ class ShardCache:
         if not self._known_local[shard_id]:
             self.prepare(shard_id)
             self._known_local[shard_id] = True
-            self._built[shard_id] = self.shards[shard_id]  # Built now if built lazily.
+            reader = self._built[shard_id] = self.shards[shard_id]  # Built now if built lazily.
+            if hasattr(reader, 'unit_store'):  # A unit of a data file: decoded once per node.
+                reader.unit_store, reader.shard_id = self.decoded, shard_id
         return self._built[shard_id]  # type: ignore[return-value]
 
     def forget(self, shard_id: int) -> None:
@@ -407,6 +412,8 @@ class ShardCache:
                         os.remove(shard.path(info))
                     except FileNotFoundError:
                         pass
+        if hasattr(shard, 'unit_store'):
+            self.decoded.drop(shard_id)
         self.states[shard_id] = REMOTE
         self.generation[shard_id] += 1  # Tells readers elsewhere to drop their maps.
         self._add_usage(-shard.get_persistent_size(stream.safe_keep_zip))

@@ -35,6 +35,7 @@ from streaming.sources.parquet_pages import (
 )
 from streaming.sources.reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.sources.registry import SourceFormat, register_source
+from streaming.sources.unit_file import UnitColumns
 
 __all__ = ['ParquetSource', 'ParquetReader', 'RangeFile']
 
@@ -329,7 +330,13 @@ class ParquetReader(SourceReader):
             _footers[key] = groups
         return groups
 
-    def decode(self) -> tuple[Decoded, int]:
+    def _what(self) -> str:
+        """The unit's row groups, named for errors (``row group 3``, ``row groups 3-4``)."""
+        first, stop = self.row_groups or (self.unit, self.unit + 1)
+        return f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
+
+    def decode_columns(self) -> UnitColumns:
+        """The unit's columns decoded: by pyarrow, and wide binary ones from their pages."""
         pq = _pq()
         import pyarrow as pa
         source: Any = None  # The file's bytes at their offsets, for the pages of wide columns.
@@ -343,11 +350,11 @@ class ParquetReader(SourceReader):
             except (OSError, ValueError, OverflowError):  # No room for the map: a file object.
                 handle = RangeFile(self.data(), self.ranges, self.source_size)
         first, stop = self.row_groups or (self.unit, self.unit + 1)
-        what = f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
+        what = self._what()
         file = self.decoding(arrow_failures(lambda: _open_file(pq, pa, handle)), what)
         names = self.columns if self.columns is not None else file.schema_arrow.names
-        wide = {} if source is None else \
-            _wide_columns(file, source, self._row_groups(file, source)[first:stop], names)
+        groups = None if source is None else self._row_groups(file, source)[first:stop]
+        wide = {} if groups is None else _wide_columns(file, source, groups, names)
         rest = [name for name in names if name not in wide]
 
         # One thread, no pre-buffering: the ranges are in memory already, and pyarrow's pools
@@ -360,14 +367,22 @@ class ParquetReader(SourceReader):
                       for group in range(first, stop)]
             return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
+        table = self.read_table(arrow_failures(read), what) if rest or not wide else None
+        # Pages stored uncompressed decode at the cost of a copy: not worth sharing.
+        compressed = groups is None or any(chunk.compression != 'UNCOMPRESSED'
+                                           for group in groups for chunk in group.columns)
+        return UnitColumns(table, wide, list(names), compressed)
+
+    def accessors(self, columns: UnitColumns) -> tuple[Decoded, int]:
+        what = self._what()
         decoded, nbytes = Decoded({}, {}), 0
-        if rest or not wide:
-            table = self.read_table(arrow_failures(read), what)
+        table = columns.table
+        if table is not None:
             decoded = self.decoding(
                 arrow_failures(lambda: column_getters(table, self._unit_name(what))), what)
             nbytes = table.nbytes
         getters, gatherers = decoded.getters, decoded.gatherers
-        for name, (parts, text) in wide.items():
+        for name, (parts, text) in columns.spans.items():
             self.check_rows(sum(len(part.chunk) for part in parts), what)
             getters[name], gather = parts_accessors(parts, text,
                                                     f'column {name!r} of {self._unit_name(what)}')
@@ -376,6 +391,7 @@ class ParquetReader(SourceReader):
                 gatherers = None
             elif gatherers is not None:
                 gatherers[name] = gather
+        names = columns.names
         order = {name: getters[name] for name in names}
         return Decoded(order, None if gatherers is None else
                        {name: gatherers[name] for name in names}), nbytes

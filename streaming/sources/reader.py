@@ -5,7 +5,11 @@ number in that file (``unit``) and the byte ``ranges`` of the source that its lo
 end to end, and optionally its ``layout``: what the indexer saw of the unit's structure (a tar's
 walk), for ``decode`` to check again. A subclass implements ``decode``: the unit's data as
 ``{column: get(i)}``, kept while the unit is in use (under the process's ``DecodedCache``
-budget); ``decode_checked`` is what callers use.
+budget); ``decode_checked`` is what callers use. A subclass that
+implements ``decode_columns`` (the unit's columns as ``UnitColumns``) and ``accessors`` (those
+made ``Decoded``) instead has its units decoded once per node: with several processes reading
+on the node (DataLoader workers, local ranks) and a ``unit_store`` set by the shard cache, one
+process decodes a unit and publishes it as a file the others map (``cache.decoded_units``).
 
 A unit of a file on a local disk may be read in place (``source_root`` set, and the reader's
 ``reads_in_place``): no local copy is made; ``data()`` maps the source file itself, once its size
@@ -28,9 +32,10 @@ from streaming.fileio import file_etag
 from streaming.format.index import FileInfo
 from streaming.format.reader import Reader
 from streaming.sources.arrow_values import Decoded, DecodedCache
+from streaming.sources.unit_file import UnitColumns, map_unit, write_unit
 
-__all__ = ['SourceReader', 'check_ranges_entry', 'DecodeAhead', 'decode_width', 'undecoded',
-           'SOURCE_KEYS']
+__all__ = ['SourceReader', 'check_ranges_entry', 'DecodeAhead', 'decode_width', 'readers_on_node',
+           'undecoded', 'SOURCE_KEYS']
 
 SOURCE_KEYS = {'source': str, 'source_size': int, 'unit': int, 'ranges': list}
 _decoded = DecodedCache()
@@ -60,6 +65,9 @@ class SourceReader(Reader):
         self.layout = layout  # What the indexer saw of the unit's structure, checked on decode.
         self.source_root = source_root if self.reads_in_place else None
         self.decoded: Decoded | None = None
+        # The node's decoded units and this unit's number there (set by the shard cache).
+        self.unit_store: Any = None
+        self.shard_id = -1
 
     def check_files(self, maps: list[mmap.mmap]) -> None:
         pass  # Sizes are checked by the map; the content when decoded.
@@ -115,18 +123,76 @@ class SourceReader(Reader):
 
     def decode(self) -> tuple[Decoded, int]:
         """(the unit's columns decoded, bytes that takes in memory)."""
+        return self.accessors(self.decode_columns())
+
+    def decode_columns(self) -> UnitColumns:
+        """The unit's columns as decoded, before they are accessors (shared by the node)."""
         raise NotImplementedError
+
+    def accessors(self, columns: UnitColumns) -> tuple[Decoded, int]:
+        """``decode_columns()``'s columns as ``Decoded``, and the bytes they take."""
+        raise NotImplementedError
+
+    def shares_decode(self) -> bool:
+        """Whether this unit is decoded once for the node: see the module docstring."""
+        return self.unit_store is not None and self.shard_id >= 0 and \
+            type(self).decode_columns is not SourceReader.decode_columns and \
+            readers_on_node() > 1 and os.environ.get('STREAMING_SHARED_DECODE') != '0'
 
     def decode_checked(self) -> tuple[Decoded, int]:
         """``decode()``; read in place, the source must still be as indexed once decoded.
 
         A file changed in place while it was decoded (its size or mtime differ) may have given
-        a mix of two versions: ``StaleSourceError``, nothing of it kept.
+        a mix of two versions: ``StaleSourceError``, nothing of it kept. Decoded once per node
+        (``shares_decode``), the process that decodes it checks.
         """
+        if self.shares_decode():
+            columns = self.unit_store.unit(self.shard_id, self)
+            if columns is not None:
+                return self.accessors(columns)
         decoded = self.decode()
         if self.source_root is not None:
             self.check_source()
+        if self.unit_store is not None and self.shard_id >= 0:
+            self.unit_store.count(self.shard_id)
         return decoded
+
+    def decode_if_free(self) -> None:
+        """Decode (or map) the unit now, unless another process of the node is decoding it.
+
+        Shared units only; a failure is left for the caller's own read to raise.
+        """
+        if self.decoded is not None or not self.shares_decode():
+            return
+        try:
+            columns = self.unit_store.unit(self.shard_id, self, wait=False)
+            if columns is not None:
+                _decoded.put(self, *self.accessors(columns))
+        except Exception:  # noqa: BLE001 - raised again by the caller's read.
+            pass
+
+    # ---- what the node's store of decoded units (``cache.decoded_units``) calls ----
+    def write_decoded(self, file: Any) -> tuple[UnitColumns, int | None]:
+        """Decode the unit and write it to ``file`` (a new unit file), for the node.
+
+        Returns (the columns, the file's size): size None when the unit is not worth sharing
+        (nothing compressed: the file is to be dropped), 0 when the file could not be written
+        (no room). Read in place, the source is checked once decoded, as ``decode_checked``.
+        """
+        columns = self.decode_columns()
+        if self.source_root is not None:
+            self.check_source()
+        if not columns.shared:
+            return columns, None
+        try:
+            return columns, write_unit(file, columns)
+        except OSError:
+            return columns, 0
+
+    @staticmethod
+    def map_columns(path: str) -> tuple[UnitColumns, int]:
+        """The columns of the unit file at ``path``, mapped, and its size."""
+        return map_unit(path)
 
     def read_table(self, read: Callable[[], Any], what: str) -> Any:
         """``read()``: this unit as a pyarrow table, any failure a ``SourceFileError``.
@@ -212,11 +278,15 @@ def decode_width() -> int:
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else \
         os.cpu_count() or 1
+    return min(4, max(1, cores // readers_on_node()))
+
+
+def readers_on_node() -> int:
+    """Processes reading on this node: the node's ranks (``LOCAL_WORLD_SIZE``) times workers."""
     data = sys.modules.get('torch.utils.data')  # Never imported here: loaded, or no workers.
     info = data.get_worker_info() if data is not None else None
-    processes = (info.num_workers if info is not None else 1) * \
+    return (info.num_workers if info is not None else 1) * \
         max(1, int(os.environ.get('LOCAL_WORLD_SIZE') or 1))
-    return min(4, max(1, cores // processes))
 
 
 def _decode_pool() -> ThreadPoolExecutor | None:
@@ -238,7 +308,9 @@ class DecodeAhead:
     """Decodes the units of ``readers`` on a small pool, a few ahead of the one being read.
 
     A shuffled batch draws on many units, all undecoded at an epoch's start; decoded one after
-    the other, they leave cores idle, while pyarrow releases the GIL as it decodes. ``readers``
+    the other, they leave cores idle, while pyarrow releases the GIL as it decodes. Without a
+    pool (a process's share of the cores is one), units decoded once per node that no other
+    process is decoding now are decoded first, in line (``decode_if_free``). ``readers``
     are in the order they will be read; ``wait(reader)`` before each read. At most the pool's
     width of units are decoded ahead (held beyond what one-by-one reads would hold). A unit
     whose decoding fails is left undecoded: the caller's own read raises the error, where it
@@ -248,6 +320,10 @@ class DecodeAhead:
     def __init__(self, readers: Sequence[Any]) -> None:
         self.futures: dict[int, tuple[Any, Future]] = {}
         self.pool = _decode_pool() if len(readers) > 1 else None
+        if self.pool is None and len(readers) > 1:  # In line: what nobody decodes now, first.
+            for reader in readers:
+                if getattr(reader, 'unit_store', None) is not None:
+                    reader.decode_if_free()
         self.waiting = iter(readers if self.pool is not None else ())
         for _ in range(self.pool._max_workers if self.pool is not None else 0):
             self._submit_next()
