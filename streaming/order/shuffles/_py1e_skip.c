@@ -122,7 +122,13 @@ static void fisher_yates_draws(pcg64 *g, const int64_t *lengths, Py_ssize_t coun
                     size = 2 * WORDS;
                     pos = buffered = 0;
                 }
-                i -= (buffer[pos++] & mask) <= i;
+                /* i falls by at most one a word: these words all see an i >= low. */
+                Py_ssize_t count = size - pos < (Py_ssize_t)(i - low) + 1
+                                       ? size - pos : (Py_ssize_t)(i - low) + 1;
+                const uint32_t *words = buffer + pos;
+                for (Py_ssize_t k = 0; k < count; k++)
+                    i -= (words[k] & mask) <= i;
+                pos += count;
             }
         }
     }
