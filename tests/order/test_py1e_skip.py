@@ -1,4 +1,4 @@
-"""The C skip of earlier py1e rows' draws leaves numpy's generator exactly where numpy's draws do.
+"""The C skip of py1e's draws leaves numpy's generator exactly where numpy's draws do.
 
 A node of a multi-node job skips the draws of the rows before its own (``_skip_py1e_rows``).
 With the optional extension (``_py1e_skip.c``) the draws are replayed in C; without it numpy
@@ -69,6 +69,25 @@ def test_the_c_skip_leaves_numpys_state(native, lengths, cuts, block, seed, befo
         fast = _state_after(native, lengths, cuts, block, seed, before, patch)
         slow = _state_after(None, lengths, cuts, block, seed, before, patch)
     assert fast == slow
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(0, 5000), max_size=30), keep=st.integers(0, 20_000),
+       seed=st.integers(0, 2**32), before=st.integers(0, 2))
+def test_a_rows_shuffle_pass_is_the_same_with_the_c_draws(native, lengths, keep, seed,
+                                                          before) -> None:
+    """A row's own Fisher-Yates pass (kept spans' ids, then the others' draws alone)."""
+    results = []
+    for module in (native, None):
+        rng = np.random.default_rng(seed)
+        for _ in range(before):
+            rng.integers(0, 1000)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(py1e, '_py1e_skip', module)
+            begin = np.cumsum([0, *lengths[:-1]]).tolist()
+            kept, saved = py1e._fisher_yates_pass(begin, lengths, keep, rng, np.int64)
+        results.append(([ids.tolist() for ids in kept], saved, rng.bit_generator.state))
+    assert results[0] == results[1]
 
 
 def _inputs(rows: int) -> dict:

@@ -166,9 +166,10 @@ static int read_int64s(Py_buffer *view, const char *name) {
 
 PyDoc_STRVAR(skip_rows_doc,
 "skip_rows(state_high, state_low, inc_high, inc_low, has_uint32, uinteger, lengths, row_ends,\n"
-"          low_block, high_block) -> (state_high, state_low, has_uint32, uinteger)\n\n"
+"          low_block, high_block, shifts=True) -> (state_high, state_low, has_uint32, uinteger)\n\n"
 "PCG64's state after py1e's draws for rows of span ``lengths`` (int64; row r ends at span\n"
-"``row_ends[r]``), window sizes drawn from [low_block, high_block).");
+"``row_ends[r]``), window sizes drawn from [low_block, high_block). ``shifts=False``: only\n"
+"the rows' Fisher-Yates draws.");
 
 static PyObject *skip_rows(PyObject *module, PyObject *args) {
     unsigned long long state_high, state_low, inc_high, inc_low;
@@ -176,9 +177,10 @@ static PyObject *skip_rows(PyObject *module, PyObject *args) {
     unsigned int uinteger;
     Py_buffer lengths_view, ends_view;
     long long low_block, high_block;
-    if (!PyArg_ParseTuple(args, "KKKKpIy*y*LL", &state_high, &state_low, &inc_high, &inc_low,
+    int shifts = 1;
+    if (!PyArg_ParseTuple(args, "KKKKpIy*y*LL|p", &state_high, &state_low, &inc_high, &inc_low,
                           &has_uint32, &uinteger, &lengths_view, &ends_view, &low_block,
-                          &high_block))
+                          &high_block, &shifts))
         return NULL;
     PyObject *result = NULL;
     if (read_int64s(&lengths_view, "lengths") || read_int64s(&ends_view, "row_ends"))
@@ -209,7 +211,7 @@ static PyObject *skip_rows(PyObject *module, PyObject *args) {
         if (bad)
             break;
         fisher_yates_draws(&g, lengths + begin, end - begin);
-        for (Py_ssize_t span = begin; span < end && !bad; span++) {
+        for (Py_ssize_t span = begin; span < end && shifts; span++) {
             if (range)
                 lemire_draws(&g, range);
             advance(&g, (uint64_t)lengths[span]);

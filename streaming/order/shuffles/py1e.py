@@ -48,11 +48,11 @@ def _fisher_yates_pass(begin: list[int], lengths: list[int], keep: int,
                        dtype: type) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Every span's Fisher-Yates draws from ``rng``, in turn: the sequential part of py1e.
 
-    Only the first spans' ids (enough to cover ``keep`` samples) are kept; the others are
-    shuffled for the draws alone (a shuffle's draws depend only on the length) in a view whose
-    items all share 8 bytes, so this pass writes nothing epoch-sized. Returns the kept spans'
-    ids and the generator's state after them, from which ``_replayed_spans`` gives the others'
-    ids.
+    Only the first spans' ids (enough to cover ``keep`` samples) are kept; the others' draws
+    alone are made (a shuffle's draws depend only on the length): by the C extension if built,
+    else by shuffling in a view whose items all share 8 bytes, so this pass writes nothing
+    epoch-sized. Returns the kept spans' ids and the generator's state after them, from which
+    ``_replayed_spans`` gives the others' ids.
     """
     kept: list[np.ndarray] = []
     count = 0
@@ -62,6 +62,9 @@ def _fisher_yates_pass(begin: list[int], lengths: list[int], keep: int,
         count += lengths[span]
     state = rng.bit_generator.state
     rest = lengths[len(kept):]
+    if _skip_natively(rng, np.array(rest, np.int64), np.array([len(rest)], np.int64), 0, 2,
+                      shifts=False):
+        return kept, state
     # Every item of this view is the same 8 bytes: each swap stays in one cache line, and a
     # span of any length costs no memory.
     nowhere = as_strided(np.zeros(1, np.int64), shape=(max(rest, default=0),), strides=(0,))
@@ -198,21 +201,28 @@ def _skip_py1e_rows(spans: RowSpans, count: int, block_size: int, rng: np.random
     low_block, high_block = int(0.75 * block_size), int(1.25 * block_size)
     if not count:
         return
-    if _py1e_skip is None or type(rng.bit_generator) is not np.random.PCG64 \
-            or not 0 < high_block - low_block <= _UINT64 >> 32:
-        for row in range(count):
-            _skip_py1e_row(spans.length[spans.row(row)], block_size, rng, dtype)
-        return
-    state = rng.bit_generator.state
-    inner = state['state']
     ends = np.ascontiguousarray(spans.first[1:count + 1], np.int64)
     lengths = np.ascontiguousarray(spans.length[:int(ends[-1])], np.int64)
+    if not _skip_natively(rng, lengths, ends, low_block, high_block):
+        for row in range(count):
+            _skip_py1e_row(spans.length[spans.row(row)], block_size, rng, dtype)
+
+
+def _skip_natively(rng: np.random.Generator, lengths: np.ndarray, ends: np.ndarray,
+                   low_block: int, high_block: int, shifts: bool = True) -> bool:
+    """``_py1e_skip.skip_rows`` on ``rng``'s state, if the extension and a PCG64 are there."""
+    if _py1e_skip is None or type(rng.bit_generator) is not np.random.PCG64 \
+            or not 0 < high_block - low_block <= _UINT64 >> 32:
+        return False
+    state = rng.bit_generator.state
+    inner = state['state']
     high, low, has_uint32, uinteger = _py1e_skip.skip_rows(
         inner['state'] >> 64, inner['state'] & _UINT64, inner['inc'] >> 64,
         inner['inc'] & _UINT64, state['has_uint32'], state['uinteger'], lengths, ends,
-        low_block, high_block)
+        low_block, high_block, shifts)
     rng.bit_generator.state = {**state, 'state': {'state': high << 64 | low, 'inc': inner['inc']},
                                'has_uint32': has_uint32, 'uinteger': uinteger}
+    return True
 
 
 def _skip_py1e_row(lengths: np.ndarray, block_size: int, rng: np.random.Generator,
