@@ -31,46 +31,54 @@ typedef struct {
     uint32_t uinteger;
 } pcg64;
 
-static inline uint64_t next_uint64(pcg64 *g) {
-    g->state = g->state * PCG_MULTIPLIER + g->inc;
-    uint64_t folded = (uint64_t)(g->state >> 64) ^ (uint64_t)g->state;
-    unsigned rot = (unsigned)(g->state >> 122);
-    return (folded >> rot) | (folded << ((-rot) & 63));
-}
+
+static inline uint64_t output(u128 state);
 
 static inline uint32_t next_uint32(pcg64 *g) {
     if (g->has_uint32) {
         g->has_uint32 = 0;
         return g->uinteger;
     }
-    uint64_t word = next_uint64(g);
+    g->state = g->state * PCG_MULTIPLIER + g->inc;
+    uint64_t word = output(g->state);
     g->has_uint32 = 1;
     g->uinteger = (uint32_t)(word >> 32);
     return (uint32_t)word;
 }
 
-/* Words are made WORDS at a time in LANES interleaved LCG streams (each jumps LANES steps),
- * so the 128-bit multiplies overlap instead of waiting on each other. */
-#define WORDS 256
+/* Words are made WORDS at a time in four interleaved LCG streams (each jumps four steps), so
+ * the 128-bit multiplies overlap instead of waiting on each other. The lanes are plain locals
+ * (not an array) so that they stay in registers; a small batch lets the multiplies of the next
+ * batch overlap with the (latency-bound) acceptance tests of this one. */
+#define WORDS 16
 #define LANES 4
 
+static inline uint64_t output(u128 state) {
+    uint64_t folded = (uint64_t)(state >> 64) ^ (uint64_t)state;
+    unsigned rot = (unsigned)(state >> 122);
+    return (folded >> rot) | (folded << ((-rot) & 63));
+}
+
+static inline void put_word(uint32_t *out, uint64_t word) {
+    out[0] = (uint32_t)word;
+    out[1] = (uint32_t)(word >> 32);
+}
+
 static void fill_words(u128 *state, u128 inc, u128 lane_mult, u128 lane_plus, uint32_t *out) {
-    u128 lane[LANES];
-    lane[0] = *state * PCG_MULTIPLIER + inc;
-    for (int j = 1; j < LANES; j++)
-        lane[j] = lane[j - 1] * PCG_MULTIPLIER + inc;
+    u128 lane0 = *state * PCG_MULTIPLIER + inc;
+    u128 lane1 = lane0 * PCG_MULTIPLIER + inc;
+    u128 lane2 = lane1 * PCG_MULTIPLIER + inc;
+    u128 lane3 = lane2 * PCG_MULTIPLIER + inc;
     for (int m = 0; m < WORDS; m += LANES) {
-        for (int j = 0; j < LANES; j++) {
-            uint64_t folded = (uint64_t)(lane[j] >> 64) ^ (uint64_t)lane[j];
-            unsigned rot = (unsigned)(lane[j] >> 122);
-            uint64_t word = (folded >> rot) | (folded << ((-rot) & 63));
-            out[2 * (m + j)] = (uint32_t)word;
-            out[2 * (m + j) + 1] = (uint32_t)(word >> 32);
-        }
-        if (m + LANES == WORDS)
-            *state = lane[LANES - 1];
-        for (int j = 0; j < LANES; j++)
-            lane[j] = lane[j] * lane_mult + lane_plus;
+        put_word(out + 2 * m, output(lane0));
+        put_word(out + 2 * m + 2, output(lane1));
+        put_word(out + 2 * m + 4, output(lane2));
+        put_word(out + 2 * m + 6, output(lane3));
+        *state = lane3;
+        lane0 = lane0 * lane_mult + lane_plus;
+        lane1 = lane1 * lane_mult + lane_plus;
+        lane2 = lane2 * lane_mult + lane_plus;
+        lane3 = lane3 * lane_mult + lane_plus;
     }
 }
 
