@@ -191,7 +191,7 @@ class EpochIds:
         self._wait_until(ready)
 
     def _wait_until(self, ready: Callable[[int, int, int], bool]) -> None:
-        delay = 0.0005
+        delay, waited = 0.0005, 0.0
         while not ready(*self._final):
             progress = self._progress
             assert progress is not None
@@ -213,7 +213,10 @@ class EpochIds:
                     self._use(self._publish(stale_only=True))
                 continue
             time.sleep(delay)
-            delay = min(2 * delay, 0.02)
+            waited += delay
+            # Fine polls for the first second (a node's own first window comes within tens of
+            # ms, even after skipping the rows before it), coarser ones for a whole order.
+            delay = min(2 * delay, 0.005 if waited < 1 else 0.02)
 
 
 def _error(shared: SharedDir, name: str) -> str:

@@ -24,6 +24,11 @@ from streaming.order.memory import fresh_array
 from streaming.order.shuffles.rows import FinalParts, RowSpans, id_dtype, rows_of_units, span_ids
 from streaming.util import sorted_unique
 
+try:  # The optional C skip of earlier rows' draws (setup.py); numpy makes them without it.
+    from streaming.order.shuffles import _py1e_skip
+except ImportError:
+    _py1e_skip = None
+
 __all__ = ['steps']
 
 
@@ -43,11 +48,11 @@ def _fisher_yates_pass(begin: list[int], lengths: list[int], keep: int,
                        dtype: type) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Every span's Fisher-Yates draws from ``rng``, in turn: the sequential part of py1e.
 
-    Only the first spans' ids (enough to cover ``keep`` samples) are kept; the others are
-    shuffled for the draws alone (a shuffle's draws depend only on the length) in a view whose
-    items all share 8 bytes, so this pass writes nothing epoch-sized. Returns the kept spans'
-    ids and the generator's state after them, from which ``_replayed_spans`` gives the others'
-    ids.
+    Only the first spans' ids (enough to cover ``keep`` samples) are kept; the others' draws
+    alone are made (a shuffle's draws depend only on the length): by the C extension if built,
+    else by shuffling in a view whose items all share 8 bytes, so this pass writes nothing
+    epoch-sized. Returns the kept spans' ids and the generator's state after them, from which
+    ``_replayed_spans`` gives the others' ids.
     """
     kept: list[np.ndarray] = []
     count = 0
@@ -57,6 +62,9 @@ def _fisher_yates_pass(begin: list[int], lengths: list[int], keep: int,
         count += lengths[span]
     state = rng.bit_generator.state
     rest = lengths[len(kept):]
+    if _skip_natively(rng, np.array(rest, np.int64), np.array([len(rest)], np.int64), 0, 2,
+                      shifts=False):
+        return kept, state
     # Every item of this view is the same 8 bytes: each swap stays in one cache line, and a
     # span of any length costs no memory.
     nowhere = as_strided(np.zeros(1, np.int64), shape=(max(rest, default=0),), strides=(0,))
@@ -153,17 +161,15 @@ def _py1e_rows(spans: RowSpans, row_starts: np.ndarray, block_size: int,
     """Every row of ``out`` the py1e way, starting with the row holding ``first_position``.
 
     Rows draw from ``rng`` one after the other. To start at row ``r``, the draws of rows
-    ``0..r-1`` are made and thrown away first (``_skip_py1e_row``: their Fisher-Yates and
-    shift draws, no sorting nor writing, a small part of a row's work); rows ``r..`` follow,
+    ``0..r-1`` are skipped first (``_skip_py1e_rows``: no sorting nor writing, no value kept);
+    rows ``r..`` follow,
     then rows ``0..r-1`` from the generator's state saved at row 0. The ids are the same.
     """
     first = int(np.searchsorted(row_starts[1:], first_position, 'right')) \
         if 0 < first_position < len(out) else 0
     first = min(first, spans.num_rows - 1) if spans.num_rows else 0
     start_state = rng.bit_generator.state
-    for row in range(first):
-        part = spans.row(row)
-        _skip_py1e_row(spans.length[part], block_size, rng, out.dtype)
+    _skip_py1e_rows(spans, first, block_size, rng, out.dtype)
     pivot = int(row_starts[first]) if first else 0
     for row in list(range(first, spans.num_rows)) + [-1] + list(range(first)):
         if row < 0:  # The rows before ``first``, from where they start.
@@ -179,6 +185,44 @@ def _py1e_rows(spans: RowSpans, row_starts: np.ndarray, block_size: int,
                 yield 0, pivot, begin + written
             else:
                 yield begin + written, pivot, len(out)
+
+
+_UINT64 = (1 << 64) - 1
+
+
+def _skip_py1e_rows(spans: RowSpans, count: int, block_size: int, rng: np.random.Generator,
+                    dtype: type) -> None:
+    """Bring ``rng`` to its state after rows ``0..count-1``'s draws, keeping none of them.
+
+    With the C extension (numpy's PCG64 replayed inline, the uniform shifts jumped over) this
+    costs a few ns per sample; without it numpy makes every draw (``_skip_py1e_row``). The
+    generator's state afterwards is the same either way (tests/order/test_py1e_skip.py).
+    """
+    low_block, high_block = int(0.75 * block_size), int(1.25 * block_size)
+    if not count:
+        return
+    ends = np.ascontiguousarray(spans.first[1:count + 1], np.int64)
+    lengths = np.ascontiguousarray(spans.length[:int(ends[-1])], np.int64)
+    if not _skip_natively(rng, lengths, ends, low_block, high_block):
+        for row in range(count):
+            _skip_py1e_row(spans.length[spans.row(row)], block_size, rng, dtype)
+
+
+def _skip_natively(rng: np.random.Generator, lengths: np.ndarray, ends: np.ndarray,
+                   low_block: int, high_block: int, shifts: bool = True) -> bool:
+    """``_py1e_skip.skip_rows`` on ``rng``'s state, if the extension and a PCG64 are there."""
+    if _py1e_skip is None or type(rng.bit_generator) is not np.random.PCG64 \
+            or not 0 < high_block - low_block <= _UINT64 >> 32:
+        return False
+    state = rng.bit_generator.state
+    inner = state['state']
+    high, low, has_uint32, uinteger = _py1e_skip.skip_rows(
+        inner['state'] >> 64, inner['state'] & _UINT64, inner['inc'] >> 64,
+        inner['inc'] & _UINT64, state['has_uint32'], state['uinteger'], lengths, ends,
+        low_block, high_block, shifts)
+    rng.bit_generator.state = {**state, 'state': {'state': high << 64 | low, 'inc': inner['inc']},
+                               'has_uint32': has_uint32, 'uinteger': uinteger}
+    return True
 
 
 def _skip_py1e_row(lengths: np.ndarray, block_size: int, rng: np.random.Generator,
