@@ -372,3 +372,12 @@ def test_a_store_answering_one_get_after_another_delays_first_bytes() -> None:
     assert slow['first_batch_s'] > before['first_batch_s']
     with pytest.raises(ValueError, match='store_rate'):
         base.replace(store_rate=0.0)
+
+
+def test_the_calibration_measures_the_stores_rate_from_its_busy_time() -> None:
+    """``store_rate``: GETs over the time at least one waited for its first byte (overlapping
+    waits counted once, idle gaps not at all)."""
+    from benchmarks.plan_calibration import store_rate
+    waits = [(0.0, 0.1), (0.0, 0.2), (0.05, 0.15), (1.0, 1.1)]
+    assert store_rate(waits) == pytest.approx(4 / 0.3)
+    assert store_rate([]) == float('inf')
