@@ -391,6 +391,17 @@ def _run_note(part: dict[str, Any]) -> str:
             f'{load}; medians of {part["repeats"]})')
 
 
+def _draws(row: dict[str, Any]) -> str:
+    """The spread of the slowest first batch: over the measured epochs and the plan's draws."""
+    draws = row['predicted'].get('draws_first_batch_s') or []
+    runs = sorted(m['first_batch_s'] for m in ok_metrics(row.get('runs', [])))
+    if len(draws) < 2 or not runs:
+        return ''
+    return (f'; the slowest first batch of each epoch measured {_seconds(runs)}, over the '
+            f'plan\'s {len(draws)} draws of the retries\' jitter {draws[0]:.2f} to '
+            f'{draws[-1]:.2f} s (median {statistics.median(draws):.2f} s)')
+
+
 def docs_text(paths: list[str]) -> str:
     """The calibration table and what it was measured with, from the saved results files."""
     parts = []
@@ -404,7 +415,7 @@ def docs_text(paths: list[str]) -> str:
              if 'machine' in row]
     spread = [f'- {row["name"]}: each node\'s own first batch, fastest to slowest (medians), '
               f'measured {_seconds(row["measured"]["ranks_first_batch_s"])}, planned '
-              f'{_seconds(row["predicted"]["ranks_first_batch_s"])}' for row in rows
+              f'{_seconds(row["predicted"]["ranks_first_batch_s"])}{_draws(row)}' for row in rows
               if 'ranks_first_batch_s' in row.get('predicted', {})]
     big = [f'`streaming {" ".join(BIG_PLAN[:-1])}` (1 B samples) answered in '
            f'{p["big_plan"]["seconds"]:.1f} s (load {p["big_plan"]["load"][0]:.1f}).'

@@ -225,6 +225,8 @@ def make_plan(shape: DatasetShape, run: RunSettings, profile: LinkProfile, *,
         'totals': totals,
         'cache': {'limit': run.cache_limit, 'working_set_bytes': ws},
         'quality': quality_result,
+        # Every draw's slowest first batch, sorted (one draw unless the store throttles).
+        'draws_first_batch_s': [round(first, 3) for first in firsts],
     }
     result['warnings'] = warnings_for(result, run, profile)
     result['planned_in_s'] = round(time.perf_counter() - began, 2)
