@@ -272,22 +272,15 @@ def uncapped_epoch(link: Any, python: str, total: int, params: dict[str, Any], s
         stats = link.stats(records=True)
         result['metrics']['build_s'] = build_seconds(result['metrics'], stats)
         result['metrics']['link'] = delivered_link(stats)
-        result['metrics']['gets'] = get_records(stats)
     return result
-
-
-def get_records(stats: dict[str, Any]) -> list[tuple[float, float, float, int]]:
-    """One run's GETs as the link recorded them: request, first byte, end (seconds from the
-    first request) and bytes."""
-    return [tuple(r[:4]) for r in stats.get('records') or [] if r[4].startswith('GET')]
 
 
 def compared_epoch(link: Any, python: str, profile: Any, total: int, params: dict[str, Any],
                    scratch: str, timeout: float) -> dict[str, Any]:
-    """One compared epoch, with its GETs as the link recorded them."""
+    """One compared epoch, with its GETs' median time to first byte (the link's records)."""
     result = one_run(OURS, python, link, profile.link_rate, total, params, scratch, timeout)
     if result['status'] == 'ok':
-        result['metrics']['gets'] = get_records(link.stats(records=True))
+        result['metrics']['median_ttfb_s'] = link.stats()['median_ttfb_s']
     return result
 
 
