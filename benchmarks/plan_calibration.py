@@ -111,12 +111,12 @@ def predict(index_dir: str, config: Config, machine: dict[str, Any], shares: dic
     conn_share, link_share = shares.get(config.profile, (1.0, 1.0))
     preset = get_profile(config.profile)
     # The link holds a response until ``ttfb`` after its request, so a store slower to answer
-    # than that (moto under load: its time to first byte over the uncapped link) shows instead.
-    served_in = machine.get('uncapped_link', {}).get('ttfb', 0.0)
-    profile = preset.replace(ttfb=max(preset.ttfb, served_in),
-                             conn_rate=preset.conn_rate * conn_share,
+    # than that (moto on this loaded machine) shows instead: the rate at which it began answers
+    # over the uncapped link (``store_rate``).
+    profile = preset.replace(conn_rate=preset.conn_rate * conn_share,
                              link_rate=preset.link_rate * link_share,
-                             request_limit=config.request_limit)
+                             request_limit=config.request_limit,
+                             store_rate=machine.get('uncapped_link', {}).get('store_rate'))
     node = plan_one_node(index_dir, machine, profile, cache_limit_of(config, total))
     return {'first_batch_s': node['first_batch_s'], 'epoch_s': node['epoch_s'][0],
             'fetched_ratio': node['fetched_bytes'] / total,
@@ -135,7 +135,8 @@ def build_seconds(metrics: dict[str, Any], stats: dict[str, Any]) -> float:
 
 def delivered_link(stats: dict[str, Any]) -> dict[str, float]:
     """The link as one run's GETs saw it (the link's records): median time to first byte,
-    median rate of one transfer, and bytes over the span something was arriving."""
+    median rate of one transfer, bytes over the span something was arriving, and the rate at
+    which the store began answers (``store_rate``)."""
     gets = [r for r in stats.get('records') or [] if r[4].startswith('GET') and r[3] > 0
             and r[2] > r[1]]
     if not gets:
@@ -143,15 +144,31 @@ def delivered_link(stats: dict[str, Any]) -> dict[str, float]:
     span = max(r[2] for r in gets) - min(r[1] for r in gets)
     return {'ttfb': statistics.median(r[1] - r[0] for r in gets),
             'conn_rate': statistics.median(r[3] / (r[2] - r[1]) for r in gets),
-            'link_rate': sum(r[3] for r in gets) / span if span > 0 else 1e12}
+            'link_rate': sum(r[3] for r in gets) / span if span > 0 else 1e12,
+            'store_rate': store_rate([(r[0], r[1]) for r in gets])}
+
+
+def store_rate(waits: list[tuple[float, float]]) -> float:
+    """GETs the store began answering per second while it had some to answer: the GETs over
+    the time at least one waited for its first byte (``waits``: request and first byte times).
+
+    Over the uncapped link (no delay of its own) that waiting is the store's: a store that
+    answers one GET after another at this rate keeps them waiting as long (``StoreQueue``).
+    """
+    busy, end = 0.0, float('-inf')
+    for sent, first in sorted(waits):
+        busy += max(0.0, first - max(sent, end))
+        end = max(end, first)
+    return len(waits) / busy if busy > 0 else float('inf')
 
 
 def single_node_reading_cost(index_dir: str, machine: dict[str, Any],
                              cache_limit: int | None) -> float:
     """``fit_reading_cost`` for a single-node row (the uncapped link as its records saw it)."""
     from streaming.plan import LinkProfile
-    link = machine['uncapped_link']
-    profile = LinkProfile(link['ttfb'], link['conn_rate'], link['link_rate'])
+    link = machine['uncapped_link']  # No delay of its own: what waited, waited for the store.
+    profile = LinkProfile(0.0, link['conn_rate'], link['link_rate'],
+                          store_rate=link['store_rate'])
     return fit_reading_cost(
         lambda cost: plan_one_node(index_dir, {**machine, 'decode_s_per_sample': cost}, profile,
                                    cache_limit)['epoch_s'][0],
@@ -258,6 +275,15 @@ def uncapped_epoch(link: Any, python: str, total: int, params: dict[str, Any], s
     return result
 
 
+def compared_epoch(link: Any, python: str, profile: Any, total: int, params: dict[str, Any],
+                   scratch: str, timeout: float) -> dict[str, Any]:
+    """One compared epoch, with its GETs' median time to first byte (the link's records)."""
+    result = one_run(OURS, python, link, profile.link_rate, total, params, scratch, timeout)
+    if result['status'] == 'ok':
+        result['metrics']['median_ttfb_s'] = link.stats()['median_ttfb_s']
+    return result
+
+
 def row_machine(uncapped: list[dict[str, Any]], index_dir: str, samples: int,
                 cache_limit: int | None) -> dict[str, Any]:
     """A single-node row's machine costs, from its own uncapped epochs."""
@@ -265,7 +291,7 @@ def row_machine(uncapped: list[dict[str, Any]], index_dir: str, samples: int,
     links = [m['link'] for m in ok_metrics(uncapped) if m['link']]
     if links:
         machine['uncapped_link'] = {k: statistics.median(x[k] for x in links)
-                                    for k in ('ttfb', 'conn_rate', 'link_rate')}
+                                    for k in ('ttfb', 'conn_rate', 'link_rate', 'store_rate')}
         machine['decode_upper_bound'] = machine['decode_s_per_sample']
         machine['decode_s_per_sample'] = single_node_reading_cost(index_dir, machine,
                                                                   cache_limit)
@@ -300,8 +326,8 @@ def single_node_rows(args: argparse.Namespace) -> dict[str, Any]:
                                                args.timeout))
                 link.set_profile(profile)
                 rates.append(delivered_rates(link, profile, 'plancal', seconds=1.0))
-                runs.append(one_run(OURS, python[OURS], link, profile.link_rate, total, params,
-                                    scratch, args.timeout))
+                runs.append(compared_epoch(link, python[OURS], profile, total, params, scratch,
+                                           args.timeout))
             # The link as it carried data just before each compared epoch (the emulator's
             # share of its nominal rates moves with the machine's load).
             row_shares = {config.profile: (
@@ -358,6 +384,17 @@ def _run_note(part: dict[str, Any]) -> str:
             f'{load}; medians of {part["repeats"]})')
 
 
+def _draws(row: dict[str, Any]) -> str:
+    """The spread of the slowest first batch: over the measured epochs and the plan's draws."""
+    draws = row['predicted'].get('draws_first_batch_s') or []
+    runs = sorted(m['first_batch_s'] for m in ok_metrics(row.get('runs', [])))
+    if len(draws) < 2 or not runs:
+        return ''
+    return (f'; the slowest first batch of each epoch measured {_seconds(runs)}, over the '
+            f'plan\'s {len(draws)} draws of the retries\' jitter {draws[0]:.2f} to '
+            f'{draws[-1]:.2f} s (median {statistics.median(draws):.2f} s)')
+
+
 def docs_text(paths: list[str]) -> str:
     """The calibration table and what it was measured with, from the saved results files."""
     parts = []
@@ -371,7 +408,7 @@ def docs_text(paths: list[str]) -> str:
              if 'machine' in row]
     spread = [f'- {row["name"]}: each node\'s own first batch, fastest to slowest (medians), '
               f'measured {_seconds(row["measured"]["ranks_first_batch_s"])}, planned '
-              f'{_seconds(row["predicted"]["ranks_first_batch_s"])}' for row in rows
+              f'{_seconds(row["predicted"]["ranks_first_batch_s"])}{_draws(row)}' for row in rows
               if 'ranks_first_batch_s' in row.get('predicted', {})]
     big = [f'`streaming {" ".join(BIG_PLAN[:-1])}` (1 B samples) answered in '
            f'{p["big_plan"]["seconds"]:.1f} s (load {p["big_plan"]["load"][0]:.1f}).'

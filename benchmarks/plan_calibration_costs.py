@@ -87,7 +87,9 @@ def fit_reading_cost(epoch_of: Callable[[float], float], target: float, upper: f
 
 def describe(machine: dict[str, Any]) -> str:
     """A row's machine costs in a few words (for the docs)."""
+    rate = machine.get('uncapped_link', {}).get('store_rate')
+    store = f', the store began {rate:.0f} answers/s' if rate else ''
     return (f'start-up {machine["startup_s"]:.2f} s, build {machine["build_s"]:.2f} s, '
-            f'reading {machine["decode_s_per_sample"] * 1e3:.2f} ms per sample per worker '
-            f'(uncapped epoch {machine["uncapped_epoch_s"]:.2f} s, '
+            f'reading {machine["decode_s_per_sample"] * 1e3:.2f} ms per sample per worker'
+            f'{store} (uncapped epoch {machine["uncapped_epoch_s"]:.2f} s, '
             f'{machine["uncapped_runs"]} runs)')

@@ -138,7 +138,8 @@ def predict_fleet(index_dir: str, config: Config, machine: dict[str, Any], total
                       batch_size=fleet.batch_size, seed=17, build_s=machine['build_s'],
                       startup_s=machine['startup_s'],
                       decode_s_per_sample=machine['decode_s_per_sample'])
-    nodes = plan(shape, run, profile, quality=False, find_min_cache=False)['nodes']
+    result = plan(shape, run, profile, quality=False, find_min_cache=False)
+    nodes = result['nodes']
     fetched = sum(n['fetched_bytes'] for n in nodes) + shape.index_bytes * len(nodes)
     return {'first_batch_s': max(n['first_batch_s'] for n in nodes),
             'ranks_first_batch_s': sorted(n['first_batch_ready_s'] for n in nodes),
@@ -146,7 +147,8 @@ def predict_fleet(index_dir: str, config: Config, machine: dict[str, Any], total
             'fetched_ratio': fetched / total,
             'refetched_share': sum(n['refetched_bytes'] for n in nodes) / total,
             'throttled': sum(n['throttled_gets'] for n in nodes),
-            'gets': sum(n['gets'] for n in nodes)}
+            'gets': sum(n['gets'] for n in nodes),
+            'draws_first_batch_s': result['draws_first_batch_s']}
 
 
 def fleet_reading_cost(index_dir: str, config: Config, machine: dict[str, Any],

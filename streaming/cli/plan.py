@@ -54,6 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     link.add_argument('--conn-mbps', type=float, help='MB/s per connection')
     link.add_argument('--link-mbps', type=float, help='MB/s per node')
     link.add_argument('--request-limit', type=float, help='the store\'s GETs/s for the run')
+    link.add_argument('--store-rate', type=float, help='GETs/s the store begins answering, '
+                      'one after another (default: each at once, --ttfb after it is sent)')
     link.add_argument('--price-per-gb', type=float, help='egress price per GiB')
     link.add_argument('--price-per-1k-gets', type=float)
     parser.add_argument('--yaml', metavar='FILE', help='the run (and dataset, unless urls are '
@@ -115,7 +117,8 @@ def build(args: argparse.Namespace) -> tuple:
     profile = get_profile(args.profile).replace(
         ttfb=args.ttfb, conn_rate=args.conn_mbps and args.conn_mbps * mb,
         link_rate=args.link_mbps and args.link_mbps * mb, request_limit=args.request_limit,
-        price_per_gb=args.price_per_gb, price_per_1k_gets=args.price_per_1k_gets)
+        store_rate=args.store_rate, price_per_gb=args.price_per_gb,
+        price_per_1k_gets=args.price_per_1k_gets)
     return shape, run, profile
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.plan.fleet import simulate_nodes
+from streaming.plan.fleet import simulate_draws
 from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import block_size_in_effect, canonical_nodes, epoch_orders, node_steps
 from streaming.plan.profiles import LinkProfile
@@ -179,7 +179,12 @@ def make_plan(shape: DatasetShape, run: RunSettings, profile: LinkProfile, *,
     node_reports = []
     streams = int(planned.streams.max()) + 1
     budget = max_downloads // len(simulated)  # The plan's bound, whatever the node count.
-    runs = simulate_nodes(planned, run, profile, per_node, index_fetch, in_flight, budget)
+    runs, firsts = simulate_draws(planned, run, profile, per_node, index_fetch, in_flight,
+                                  budget)
+    if len(firsts) > 1:
+        notes.append(f'throttling store: simulated over {len(firsts)} draws of the refused '
+                     f'GETs\' retry jitter (the slowest node\'s first batch from {firsts[0]:.2f} '
+                     f'to {firsts[-1]:.2f} s); the median draw shown')
     for node in simulated:
         out = runs[node]
         out.gets += streams
@@ -220,6 +225,8 @@ def make_plan(shape: DatasetShape, run: RunSettings, profile: LinkProfile, *,
         'totals': totals,
         'cache': {'limit': run.cache_limit, 'working_set_bytes': ws},
         'quality': quality_result,
+        # Every draw's slowest first batch, sorted (one draw unless the store throttles).
+        'draws_first_batch_s': [round(first, 3) for first in firsts],
     }
     result['warnings'] = warnings_for(result, run, profile)
     result['planned_in_s'] = round(time.perf_counter() - began, 2)

@@ -16,9 +16,12 @@ from streaming.plan.orders import NodeSteps
 from streaming.plan.pieces import NodeRun
 from streaming.plan.profiles import LinkProfile
 from streaming.plan.simulate import MAX_DOWNLOADS, NodeSimulation
-from streaming.plan.store import TokenBucket
+from streaming.plan.store import StoreQueue, TokenBucket
 
-__all__ = ['StepBarrier', 'simulate_nodes']
+__all__ = ['THROTTLE_DRAWS', 'StepBarrier', 'simulate_draws', 'simulate_nodes']
+
+# Draws of the refused GETs' retry jitter a plan of a throttling store is simulated over.
+THROTTLE_DRAWS = 15
 
 
 class StepBarrier:
@@ -52,22 +55,26 @@ class StepBarrier:
 
 def simulate_nodes(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
                    epochs: dict[int, list[NodeSteps]], first_request: float,
-                   in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS
-                   ) -> dict[int, NodeRun]:
+                   in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS,
+                   draw: int = 0) -> dict[int, NodeRun]:
     """Simulate each node through its epochs (``epochs[node]``), together (see module doc).
 
     The nodes simulated stand for all of them: under a request limit they share their part of
-    it (``request_limit`` times simulated over all nodes).
+    it (``request_limit`` times simulated over all nodes). ``draw`` seeds the random jitter of
+    the retries of refused GETs (``plan/store.py``).
     """
     together = len(epochs) > 1
     bucket = TokenBucket(profile.request_limit * len(epochs) / run.nodes) \
         if profile.request_limit and together else None
+    queue = StoreQueue(profile.store_rate * len(epochs) / run.nodes) \
+        if profile.store_rate and together else None
     barrier = StepBarrier({node: [s.steps for s in steps] for node, steps in epochs.items()}) \
         if together else None
     sims = {}
     moving: list[tuple[float, int, Generator[float, float | None, None], float | None]] = []
     for node, steps in epochs.items():
-        sim = NodeSimulation(shape, run, profile, in_flight, max_downloads, bucket, barrier, node)
+        sim = NodeSimulation(shape, run, profile, in_flight, max_downloads, bucket, barrier, node,
+                             draw, queue)
         sim.out.steps_planned = sum(s.steps for s in steps)
         sim.out.samples_planned = int(sum(s.samples.sum() for s in steps))
         sim.out.reads_planned = sum(len(rank) for s in steps for step in s.reads
@@ -97,3 +104,26 @@ def simulate_nodes(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
         raise RuntimeError('plan: nodes wait at a step nobody else reaches; this is a bug in '
                            'the planner')
     return {node: sim.result() for node, sim in sims.items()}
+
+
+def simulate_draws(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
+                   epochs: dict[int, list[NodeSteps]], first_request: float,
+                   in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS
+                   ) -> tuple[dict[int, NodeRun], list[float]]:
+    """``simulate_nodes`` over draws of the retries' jitter; the median draw, and all firsts.
+
+    Under a request limit, ``THROTTLE_DRAWS`` draws (one without); the plan is the draw whose
+    slowest first batch is the median, and every draw's slowest first batch comes with it,
+    sorted. Under a throttling store, which node the store serves first depends on when the
+    refused GETs come back, so one draw is one of many runs, not what a run looks like. A draw
+    cut by the download budget ends the draws (its run is extrapolated anyway).
+    """
+    draws = []
+    for draw in range(THROTTLE_DRAWS if profile.request_limit else 1):
+        runs = simulate_nodes(shape, run, profile, epochs, first_request, in_flight,
+                              max_downloads, draw)
+        draws.append((max(r.first_batch_s for r in runs.values()), draw, runs))
+        if any(r.cut for r in runs.values()):
+            break
+    draws.sort(key=lambda d: d[:2])
+    return draws[len(draws) // 2][2], [first for first, _, _ in draws]

@@ -26,6 +26,10 @@ class LinkProfile:
             requests are throttled (the store answers "slow down").
         price_per_gb: egress price per GiB fetched.
         price_per_1k_gets: price per 1,000 GET requests.
+        store_rate: GETs/s the store begins answering, one after another, for the whole run
+            (None: each at once, ``ttfb`` after it is sent). A store busy with many requests in
+            flight answers later than ``ttfb``: a GET's first byte comes ``ttfb`` after it is
+            sent or once the store has begun it, whichever is later (``plan/store.py``).
 
     """
 
@@ -35,6 +39,7 @@ class LinkProfile:
     request_limit: float | None = None
     price_per_gb: float = 0.0
     price_per_1k_gets: float = 0.0
+    store_rate: float | None = None
 
     def __post_init__(self) -> None:
         for name in ('ttfb', 'conn_rate', 'link_rate', 'price_per_gb', 'price_per_1k_gets'):
@@ -44,9 +49,11 @@ class LinkProfile:
                 kind = 'positive' if 'rate' in name else 'non-negative'
                 raise ValueError(f'link profile: `{name}` must be a {kind} number, got '
                                  f'{value!r}')
-        if self.request_limit is not None and not self.request_limit > 0:
-            raise ValueError(f'link profile: `request_limit` must be positive GETs/s or None, got '
-                             f'{self.request_limit!r}')
+        for name in ('request_limit', 'store_rate'):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and value > 0):
+                raise ValueError(f'link profile: `{name}` must be positive GETs/s or None, got '
+                                 f'{value!r}')
 
     def replace(self, **changes: Any) -> LinkProfile:
         """This profile with the given fields changed (None values are ignored)."""

@@ -38,7 +38,7 @@ from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import NodeSteps
 from streaming.plan.pieces import NodeRun, Reader, SimMeter, Transfer, gets_per_file
 from streaming.plan.profiles import LinkProfile
-from streaming.plan.store import ThrottledStore, TokenBucket
+from streaming.plan.store import StoreQueue, ThrottledStore, TokenBucket
 
 __all__ = ['NodeRun', 'NodeSimulation']
 
@@ -57,7 +57,8 @@ class NodeSimulation:
 
     def __init__(self, shape: DatasetShape, run: RunSettings, profile: LinkProfile,
                  in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS,
-                 bucket: TokenBucket | None = None, barrier: Any = None, node: int = 0) -> None:
+                 bucket: TokenBucket | None = None, barrier: Any = None, node: int = 0,
+                 draw: int = 0, queue: StoreQueue | None = None) -> None:
         self.shape, self.run, self.profile = shape, run, profile
         self.max_downloads = max_downloads
         self.held = shape.held_bytes.astype(np.float64)
@@ -80,8 +81,12 @@ class NodeSimulation:
         self.barrier, self.node, self.epoch = barrier, node, 0
         if profile.request_limit and bucket is None:  # Alone: an equal share of the store.
             bucket = TokenBucket(profile.request_limit / run.nodes)
+        if queue is None:  # Alone: an equal share of the store's answers.
+            queue = StoreQueue(profile.store_rate and profile.store_rate / run.nodes)
+        self.queue = queue
         self.store = None if bucket is None else ThrottledStore(
-            bucket, profile.ttfb, lambda: self.t, self._refused)
+            bucket, profile.ttfb, lambda: self.t, self._refused, seed=draw * 1_000_003 + node,
+            queue=queue)
         self.t = 0.0
         self.transfers: list[Transfer] = []
         self.parts_left = np.zeros(num, np.int64)
@@ -124,13 +129,12 @@ class NodeSimulation:
         self.parts_left[shard] = count
         self._parts[shard] = count
         for _ in range(count):
-            transfer = Transfer(shard, self.fetch[shard] / count, self.t + self.profile.ttfb,
-                                by_schedule)
+            transfer = Transfer(shard, self.fetch[shard] / count, np.inf, by_schedule)
             self.transfers.append(transfer)
             if self.store is None:
+                transfer.first_byte_at = self.queue.answer(self.t, self.profile.ttfb)
                 self._sent(self.t)
             else:  # Sent at its pacer's turn, answered once admitted (``_store_due``).
-                transfer.first_byte_at = np.inf
                 sent = self.store.request(transfer)
                 if sent is not None:
                     self._sent(sent)

@@ -11,8 +11,12 @@ on the simulation's clock, unpaced until the first refusal, then AIMD on the req
 ``Pacer.RECHECK`` seconds (sooner if its turn is sooner), so a rate grown while it waits serves
 it at once. A refusal is known ``ttfb`` after the request; it cuts the pacer's rate and the
 scheduler's count of downloads in flight (``on_refusal``), and the GET waits the retry policy's
-backoff for a refusal (``call_with_retries`` in ``storage/retry.py``, its random jitter at its
-mean) before it takes a turn again.
+backoff for a refusal (``call_with_retries`` in ``storage/retry.py``) before it takes a turn
+again, its random jitter drawn as the library draws it (from the plan's seeded generator). At
+the jitter's mean instead, every refused GET of a node came back at one instant and met the
+others' again: a lockstep that no real fleet shows, which starved the same nodes for seconds.
+Which node the store serves first then depends on those draws, so a plan of a throttled store
+is simulated over several draws and reports the median one (``plan/core.py``).
 
 A node's GETs due together leave together (the schedule's threads send them at once), and
 nodes whose GETs leave at one instant reach the store one node after another: the first node's
@@ -23,16 +27,17 @@ whose nodes start after one barrier meets a throttling store (``docs/plan.md``, 
 from __future__ import annotations
 
 import heapq
+import random
 from typing import Callable
 
 from streaming.plan.pieces import Transfer
 from streaming.storage.pacing import Pacer
 from streaming.storage.retry import RetryPolicy
 
-__all__ = ['SimPacer', 'ThrottledStore', 'TokenBucket']
+__all__ = ['SimPacer', 'StoreQueue', 'ThrottledStore', 'TokenBucket']
 
 _AT_STORE, _REFUSED, _TURN, _LOOK = range(4)
-_MEAN_JITTER = 0.75  # ``RetryPolicy.delay`` scales by a uniform factor in [0.5, 1].
+JITTER_RANGE = (0.5, 1.0)  # ``RetryPolicy.delay`` scales by a uniform factor in this range.
 
 
 class TokenBucket:
@@ -54,6 +59,26 @@ class TokenBucket:
         return True
 
 
+class StoreQueue:
+    """The store's answers, begun one after another at ``rate`` GETs/s (None: each at once).
+
+    A GET's first byte comes ``ttfb`` after it reached the store, or once the store has begun
+    it, whichever is later: a link that delays every answer by ``ttfb`` hides a store that
+    keeps up, and shows one that does not (as the link emulator holds an answer until ``ttfb``
+    after its request, however soon the store gave it).
+    """
+
+    def __init__(self, rate: float | None) -> None:
+        self.rate, self.free_at = rate, 0.0
+
+    def answer(self, at: float, ttfb: float) -> float:
+        """When the first byte of a GET that reached the store at ``at`` arrives."""
+        if not self.rate:
+            return at + ttfb
+        self.free_at = max(self.free_at, at) + 1.0 / self.rate
+        return max(at + ttfb, self.free_at)
+
+
 class SimPacer(Pacer):
     """The library's pacer on a simulated clock, its turns at their mean spacing.
 
@@ -73,8 +98,11 @@ class ThrottledStore:
     """One node's GETs through its pacer to its share of a throttling store (see module doc)."""
 
     def __init__(self, bucket: TokenBucket, ttfb: float, clock: Callable[[], float],
-                 on_refusal: Callable[[], None]) -> None:
+                 on_refusal: Callable[[], None], seed: int = 0,
+                 queue: StoreQueue | None = None) -> None:
         self.bucket, self.ttfb, self.clock, self.on_refusal = bucket, ttfb, clock, on_refusal
+        self.queue = queue or StoreQueue(None)
+        self.jitter = random.Random(seed)
         self.pacer = SimPacer(clock)
         self.policy = RetryPolicy()
         self.events: list[tuple[float, int, int, Transfer]] = []
@@ -104,7 +132,7 @@ class ThrottledStore:
             at, _, stage, transfer = heapq.heappop(self.events)
             if stage == _AT_STORE:
                 if self.bucket.admit(at):
-                    transfer.first_byte_at = at + self.ttfb
+                    transfer.first_byte_at = self.queue.answer(at, self.ttfb)
                     self.pacer.succeeded()
                 else:
                     self._push(at + self.ttfb, _REFUSED, transfer)
@@ -120,9 +148,10 @@ class ThrottledStore:
         return sent
 
     def backoff(self, refusals: int) -> float:
-        """The retry policy's wait before a refused GET's next turn (its jitter at its mean)."""
+        """The retry policy's wait before a refused GET's next turn (its jitter drawn)."""
         policy = self.policy
-        delay = min(policy.backoff_max, policy.backoff * 2 ** min(refusals - 1, 2)) * _MEAN_JITTER
+        delay = min(policy.backoff_max, policy.backoff * 2 ** min(refusals - 1, 2)) * \
+            self.jitter.uniform(*JITTER_RANGE)
         return min(policy.backoff_max, 2 * delay)  # Doubled for a throttling answer.
 
     def _push(self, at: float, stage: int, transfer: Transfer) -> None:

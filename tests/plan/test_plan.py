@@ -348,3 +348,36 @@ def test_the_calibration_docs_join_the_single_node_and_fleet_runs(tmp_path) -> N
     assert 'start-up 0.70 s' in text and '0.90 of its aggregate' in text
     assert 'measured 1.00, 7.90 s, planned 1.50, 9.40 s' in text
     assert 'answered in 2.2 s' in text
+
+
+def test_a_store_answering_one_get_after_another_delays_first_bytes() -> None:
+    """``store_rate``: the store begins at most that many answers a second; a GET's first byte
+    comes ``ttfb`` after it is sent or once the store has begun it, whichever is later. None (the
+    default) plans as before; a slow store delays the run; a bad value is refused by name."""
+    from streaming.plan.store import StoreQueue
+    queue = StoreQueue(10.0)
+    assert [round(queue.answer(0.0, 0.1), 6) for _ in range(4)] == [0.1, 0.2, 0.3, 0.4]
+    assert queue.answer(5.0, 0.1) == pytest.approx(5.1)  # Idle again: only the link's delay.
+    assert StoreQueue(None).answer(1.0, 0.1) == pytest.approx(1.1)
+    shape = DatasetShape.synthetic(6_000, 100, 20_000)
+    run = RunSettings(workers=2, batch_size=16)
+    base = get_profile('cross-region')
+    before = plan(shape, run, base, quality=False)['nodes'][0]
+    unset = plan(shape, run, base.replace(store_rate=None), quality=False)['nodes'][0]
+    assert unset['first_batch_s'] == before['first_batch_s']
+    assert unset['epoch_s'] == before['epoch_s']
+    slow = plan(shape, run, base.replace(store_rate=5.0), quality=False)['nodes'][0]
+    # 60 shards at 5 answers a second: the epoch cannot end before the store has begun them all.
+    assert slow['epoch_s'][0] >= 60 / 5.0 - 1.0
+    assert slow['first_batch_s'] > before['first_batch_s']
+    with pytest.raises(ValueError, match='store_rate'):
+        base.replace(store_rate=0.0)
+
+
+def test_the_calibration_measures_the_stores_rate_from_its_busy_time() -> None:
+    """``store_rate``: GETs over the time at least one waited for its first byte (overlapping
+    waits counted once, idle gaps not at all)."""
+    from benchmarks.plan_calibration import store_rate
+    waits = [(0.0, 0.1), (0.0, 0.2), (0.05, 0.15), (1.0, 1.1)]
+    assert store_rate(waits) == pytest.approx(4 / 0.3)
+    assert store_rate([]) == float('inf')

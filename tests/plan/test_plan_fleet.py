@@ -102,3 +102,28 @@ def test_a_nodes_burst_leaves_together_and_a_waiting_get_holds_no_turn() -> None
     assert stores[1].request(late) is None  # Not its turn: it waits, holding none ahead.
     looks = [at for at, _, _, t in stores[1].events if t is late]
     assert looks and looks[0] <= clock[0] + stores[1].pacer.RECHECK + 1e-9
+
+
+def test_refused_gets_back_off_at_drawn_jitter_and_the_plan_reports_the_median_draw() -> None:
+    """The retries of refused GETs wait the retry policy's backoff at a jitter drawn in its
+    range (not all at its mean, which sent a node's refused GETs back at one instant); a plan of
+    a throttling store is simulated over several draws, says so, and is the same plan twice."""
+    from streaming.plan.fleet import THROTTLE_DRAWS
+    from streaming.plan.store import ThrottledStore
+    store = ThrottledStore(TokenBucket(1.0), 0.04, lambda: 0.0, lambda: None, seed=3)
+    policy = store.policy
+    waits = [store.backoff(1) for _ in range(200)]
+    # First refusal: backoff times a factor in [0.5, 1], doubled for a throttling answer.
+    assert min(waits) >= policy.backoff - 1e-9 and max(waits) <= 2 * policy.backoff + 1e-9
+    assert max(waits) - min(waits) > 0.4 * policy.backoff  # Spread over the range.
+    shape = DatasetShape.synthetic(4_000, 20, 2_000)
+    run = RunSettings(nodes=3, workers=2, batch_size=8)
+    profile = get_profile('same-region').replace(request_limit=12.0)
+    first, again = (plan(shape, run, profile, quality=False) for _ in range(2))
+    assert [n['first_batch_s'] for n in first['nodes']] == \
+        [n['first_batch_s'] for n in again['nodes']]
+    note = [n for n in first['notes'] if 'draws' in n]
+    assert note and f'{THROTTLE_DRAWS} draws' in note[0]
+    # Without a request limit there is nothing to draw: one simulation, no such note.
+    unlimited = plan(shape, run, get_profile('same-region'), quality=False)
+    assert not [n for n in unlimited['notes'] if 'draws' in n]
