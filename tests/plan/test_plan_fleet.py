@@ -58,7 +58,7 @@ def test_the_simulated_pacer_is_the_librarys() -> None:
     assert isinstance(pacer, Pacer) and pacer.rate is None
     assert pacer.wait_turn() == 0.0  # Unpaced until refused.
     pacer.throttled()
-    assert pacer.rate == pytest.approx(max(Pacer.MIN_RATE, Pacer.MIN_KEEP * 1.0))
+    assert pacer.rate == pytest.approx(max(Pacer.MIN_RATE, Pacer.FIRST_KEEP * 1.0))
     first, second = pacer.wait_turn(), pacer.wait_turn()
     assert second - first == pytest.approx(1 / pacer.rate)  # Turns at their mean spacing.
     bucket = TokenBucket(2.0)
