@@ -248,10 +248,8 @@ def _download(backend: ObjectStore, url: str, local_path: str, retries: int, tim
                                  throttle_limit=timeout)
     except RetriesExhausted as failed:
         kind = CorruptDownloadError if isinstance(failed.last, WrongBytes) else DownloadError
-        why = '' if failed.throttled_for is None else \
-            f' (the store refused every request for {failed.throttled_for:.1f}s)'
         raise kind(f'Downloading {redact(url)} to {local_path} failed after {failed.attempts} '
-                   f'attempt(s) in {failed.elapsed:.1f}s{why}; last error: '
+                   f'attempt(s) in {failed.elapsed:.1f}s{failed.why}; last error: '
                    f'{_explain(failed.last)}') from failed.last
 
 

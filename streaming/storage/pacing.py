@@ -9,7 +9,7 @@ So every request of the node waits for its turn here (``wait_turn``):
 * **unlimited until the first refusal.** No pacing at all while the store says nothing.
 * **the first refusal sets the rate to what the store served**: the requests answered per
   second over about the last ``TAU`` seconds (a node's share of the budget, found without
-  asking other nodes), or, before any answer, ``MIN_KEEP`` of the rate the node was asking at
+  asking other nodes), or, before any answer, ``FIRST_KEEP`` of the rate the node was asking at
   (a refusal before any answer says the node's share is small: a fleet whose nodes all start
   at once asks many times the budget).
 * **each later refusal cuts the rate** to ``BETA`` of itself, or lower, to what the store
@@ -21,10 +21,12 @@ So every request of the node waits for its turn here (``wait_turn``):
 * **additive growth**: while requests are waiting for their turn, the rate grows by ``GROWTH``
   of the rate before the last cut (plus ``MIN_STEP``), per second. Nodes that grow by the same
   rule and cut by the same factor converge to equal shares without talking to each other (AIMD).
-  The step doubles every ``PROBE`` seconds without a cut (``PROBE_DOUBLINGS`` times at most):
-  a node cut deep by a busy start, or whose peers have finished, finds the room left in seconds
-  instead of minutes (starving a node that sends little is what a cut to the served rate
-  would otherwise risk).
+  Once ``PROBE_AFTER`` seconds have passed without a cut, the step doubles every ``PROBE``
+  seconds more (``PROBE_DOUBLINGS`` times at most): a node cut deep by a busy start, or whose
+  peers have finished, finds the room left in seconds instead of minutes (starving a node that
+  sends little is what a cut to the served rate would otherwise risk), while nodes that share
+  the budget are cut every few seconds and so grow by the plain step, which probes the budget
+  gently.
 
 Turns are spaced ``1/rate`` apart with a little jitter; a waiting request holds no turn ahead
 but looks again every ``RECHECK`` seconds, so a grown rate serves the queue at once. The state
@@ -62,12 +64,14 @@ class Pacer:
 
     BETA = 0.7  # The share of its rate a node keeps at a refusal.
     COOLDOWN = 0.5  # Seconds between two cuts.
-    GROWTH = 0.05  # Per second while held back: this share of the rate before the last cut.
+    GROWTH = 0.03  # Per second while held back: this share of the rate before the last cut.
     MIN_RATE = 0.2  # Requests per second a throttled node may always send.
     MIN_STEP = 0.05  # Requests per second added per second at the least (a node cut deep).
     MIN_KEEP = 0.3  # A cut keeps at least this share of the rate.
-    PROBE = 2.0  # Seconds without a cut over which the growth's step doubles...
-    PROBE_DOUBLINGS = 4  # ...this many times at most.
+    FIRST_KEEP = 0.2  # A refusal before any answer: this share of the rate the node asked at.
+    PROBE_AFTER = 2.0  # Seconds without a cut after which the growth's step doubles...
+    PROBE = 1.0  # ...every this many seconds more...
+    PROBE_DOUBLINGS = 5  # ...this many times at most.
     RECHECK = 0.25  # Seconds a waiting request sleeps at most before it looks again.
     TAU = 1.0  # Seconds over which the rates of answers and of requests are measured.
     JITTER = 0.2  # Turns are spaced 1/rate times a factor in [1 - JITTER/2, 1 + JITTER/2].
@@ -158,7 +162,7 @@ class Pacer:
                 return
             if state[_RATE] <= 0:  # The first refusal: what the store serves, or less.
                 served = self._rate_of(_OK, now)
-                new = served if served > 0 else self.MIN_KEEP * self._rate_of(_SENT, now)
+                new = served if served > 0 else self.FIRST_KEEP * self._rate_of(_SENT, now)
             else:
                 self._grow(now)
                 # To what the store served since the last cut, if that is less than BETA of it.
@@ -190,9 +194,12 @@ class Pacer:
         lately = max(1.0, 2.0 / state[_RATE]) if state[_RATE] > 0 else 1.0
         calm = now - state[_CUT_AT]
         if now - state[_WAITED_AT] < lately and calm >= self.COOLDOWN:
-            # The step doubles every PROBE seconds without a cut (up to 2**PROBE_DOUBLINGS):
-            # a node cut deep, or whose peers have finished, finds the room left in seconds.
-            faster = 2 ** min(self.PROBE_DOUBLINGS, calm / self.PROBE)
+            # Past PROBE_AFTER seconds without a cut the step doubles every PROBE seconds (up to
+            # 2**PROBE_DOUBLINGS): a node cut deep, or whose peers have finished, finds the room
+            # left in seconds, while nodes that share the budget (and so are cut every few
+            # seconds) do not probe it with growth that speeds up.
+            calm_long = max(0.0, calm - self.PROBE_AFTER)
+            faster = 2 ** min(self.PROBE_DOUBLINGS, calm_long / self.PROBE)
             step = (self.GROWTH * state[_BASE] + self.MIN_STEP) * faster
             state[_RATE] += step * max(0.0, now - state[_GREW_AT])
         state[_GREW_AT] = now

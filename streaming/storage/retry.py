@@ -139,6 +139,13 @@ class RetriesExhausted(Exception):
         self.last, self.attempts, self.elapsed = last, attempts, elapsed
         self.throttled_for = throttled_for  # Seconds of refusals in a row, if that ended it.
 
+    @property
+    def why(self) -> str:
+        """`` (the store refused every request for 60.1s)`` when refusals ended it, else ''."""
+        if self.throttled_for is None:
+            return ''
+        return f' (the store refused every request for {self.throttled_for:.1f}s)'
+
 
 def describe(error: BaseException) -> str:
     """``Type: message`` of ``error``, with secrets redacted."""

@@ -61,7 +61,7 @@ def test_the_simulated_pacer_is_the_librarys() -> None:
     assert isinstance(pacer, Pacer) and pacer.rate is None
     assert pacer.try_turn() == 0.0  # Unpaced until refused.
     pacer.throttled()
-    assert pacer.rate == pytest.approx(max(Pacer.MIN_RATE, Pacer.MIN_KEEP * 1.0))
+    assert pacer.rate == pytest.approx(max(Pacer.MIN_RATE, Pacer.FIRST_KEEP * 1.0))
     spacing = 1 / pacer.rate
     assert pacer.try_turn() == pytest.approx(spacing)  # The next turn is one spacing away...
     assert pacer.try_turn(count=False) == pytest.approx(spacing)  # ...and asking again

@@ -74,7 +74,7 @@ def test_a_refusal_before_any_answer_sets_a_small_share_of_what_was_asked() -> N
     for _ in range(16):  # A start all at once: 16 requests sent, none answered yet.
         pacer.wait_turn()
     pacer.throttled()
-    assert pacer.rate == pytest.approx(Pacer.MIN_KEEP * 16, rel=0.01)
+    assert pacer.rate == pytest.approx(Pacer.FIRST_KEEP * 16, rel=0.01)
 
 
 def test_refusals_cut_the_rate_once_per_cooldown_and_never_below_the_floor() -> None:
@@ -133,48 +133,54 @@ def test_the_rate_grows_additively_only_while_requests_wait_for_turns() -> None:
     assert grown - rate <= step * (clock.now - 1011.0) * 1.05
 
 
-def test_growth_speeds_up_the_longer_the_store_refuses_nothing() -> None:
-    """A node cut deep (or whose peers have finished) finds the room left within seconds."""
+def test_growth_speeds_up_only_once_the_store_has_refused_nothing_for_a_while() -> None:
+    """Plain additive steps while cuts come every few seconds (nodes sharing the budget do not
+    probe it ever faster); past ``PROBE_AFTER`` calm seconds the step doubles every ``PROBE``
+    seconds: a node cut deep (or whose peers have finished) finds the room left within seconds.
+    """
     clock = Clock()
     pacer = paced(clock, served=2)
     pacer.throttled()
     cut_at, rates = clock.now, [pacer.rate]
-    for intervals in range(1, 7):  # Requests queue for turns all the while: no refusal.
-        while clock.now < cut_at + intervals * Pacer.PROBE:
+    plain = Pacer.GROWTH * rates[0] + Pacer.MIN_STEP  # The step right after the cut.
+    while clock.now < cut_at + Pacer.PROBE_AFTER:  # Requests queue for turns, no refusal.
+        pacer.wait_turn()
+    calm_gain = pacer.rate - rates[0]
+    assert 0 < calm_gain <= plain * Pacer.PROBE_AFTER * 1.05, (calm_gain, plain)
+    rates.append(pacer.rate)
+    for intervals in range(1, Pacer.PROBE_DOUBLINGS + 3):
+        while clock.now < cut_at + Pacer.PROBE_AFTER + intervals * Pacer.PROBE:
             pacer.wait_turn()
         rates.append(pacer.rate)
-    gains = np.diff(rates)
-    # Faster every interval until 2**PROBE_DOUBLINGS times the first step, then steady.
-    assert (gains > 0).all() and (np.diff(gains[:Pacer.PROBE_DOUBLINGS]) > 0).all(), rates
-    assert gains[-1] >= 6 * gains[0], rates
-    start = Pacer.GROWTH * rates[0] + Pacer.MIN_STEP
-    assert gains[-1] <= start * 2 ** Pacer.PROBE_DOUBLINGS * Pacer.PROBE * 1.05, rates
-    assert rates[-1] >= 8 * rates[0], rates  # From ~1.6/s to its share of a freed store.
+    gains = np.diff(rates[1:])
+    # Faster every interval until 2**PROBE_DOUBLINGS times the plain step, then steady.
+    assert (np.diff(gains[:Pacer.PROBE_DOUBLINGS]) > 0).all(), rates
+    assert gains[-1] >= 0.9 * plain * 2 ** Pacer.PROBE_DOUBLINGS * Pacer.PROBE, rates
+    assert gains[-1] <= 1.05 * plain * 2 ** Pacer.PROBE_DOUBLINGS * Pacer.PROBE, rates
+    assert rates[-1] >= 6 * rates[0], rates  # From ~1.7/s to ~14/s within 11 s of calm.
     before = pacer.rate
-    pacer.throttled()  # A cut: growth starts slow again (at most doubled over PROBE seconds).
+    pacer.throttled()  # A cut: the plain step again.
     again, cut_at = pacer.rate, clock.now
-    while clock.now < cut_at + Pacer.PROBE:
+    while clock.now < cut_at + Pacer.PROBE_AFTER:
         pacer.wait_turn()
-    assert pacer.rate - again <= (Pacer.GROWTH * before + Pacer.MIN_STEP) * 2 * Pacer.PROBE * 1.05
+    assert pacer.rate - again <= (Pacer.GROWTH * before + Pacer.MIN_STEP) * Pacer.PROBE_AFTER \
+        * 1.05
 
 
-@pytest.mark.parametrize('seed', [1, 2, 3])
-def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget(seed,
-                                                                           monkeypatch) -> None:
-    """Two nodes asking 80 and 30 requests/s share a store that allows 20/s (refusing the rest).
+def _share_a_store(demand: list[float], budget: float, seconds: float, counted_from: float
+                   ) -> tuple[list[int], int, int]:
+    """Nodes asking ``demand`` requests/s each, paced, against a store allowing ``budget``/s.
 
-    The pacer's jitter is drawn from a seeded generator, so each case is the same every run.
+    Returns the requests served per node, refused and sent from ``counted_from`` seconds on.
     """
-    monkeypatch.setattr(pacing.random, 'uniform', random.Random(seed).uniform)
     clock = Clock()
-    nodes = [paced(clock), paced(clock)]
-    demand = [80.0, 30.0]
-    budget, tokens, last = 20.0, 20.0, clock.now
-    send_at = [clock.now, clock.now]
-    waiting = [False, False]  # A request waits for its turn (looks again at send_at).
-    served, refused, sent = [0, 0], 0, 0
+    nodes = [paced(clock) for _ in demand]
+    tokens, last = budget, clock.now
+    send_at = [clock.now] * len(nodes)
+    waiting = [False] * len(nodes)  # A request waits for its turn (looks again at send_at).
+    served, refused, sent = [0] * len(nodes), 0, 0
     start = clock.now
-    while clock.now - start < 60:
+    while clock.now - start < seconds:
         clock.now += 0.002
         tokens = min(budget, tokens + (clock.now - last) * budget)
         last = clock.now
@@ -187,7 +193,7 @@ def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget(seed,
                 continue
             waiting[i] = False
             send_at[i] = clock.now + 1 / demand[i]
-            late = clock.now - start > 20
+            late = clock.now - start > counted_from
             sent += late
             if tokens >= 1:
                 tokens -= 1
@@ -196,8 +202,23 @@ def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget(seed,
             else:
                 node.throttled()
                 refused += late
-    assert 0.6 <= served[0] / served[1] <= 1.6, served  # Fair shares from unequal demands.
-    assert sum(served) / 40 >= 0.8 * budget, served  # The budget is used...
+    return served, refused, sent
+
+
+@pytest.mark.parametrize('seed', [1, 2, 3])
+def test_nodes_that_do_not_talk_converge_to_equal_shares_under_the_budget(seed,
+                                                                           monkeypatch) -> None:
+    """Two nodes asking 80 and 30 requests/s share a store that allows 20/s (refusing the rest).
+
+    The pacer's jitter is drawn from a seeded generator, so each case is the same every run.
+    Shares are equal within a factor of two (seeds 1-8: 0.72-2.10 between the two nodes' answered
+    requests, with 2-3% refused; growth that sped up right after every cut kept them within
+    0.84-1.59 at 3-4% refused, and probed a fleet's budget harder: docs/fleet.md).
+    """
+    monkeypatch.setattr(pacing.random, 'uniform', random.Random(seed).uniform)
+    served, refused, sent = _share_a_store([80.0, 30.0], 20.0, 60, counted_from=20)
+    assert 0.5 <= served[0] / served[1] <= 2.0, served  # Fair shares from unequal demands.
+    assert sum(served) / 40 >= 0.8 * 20.0, served  # The budget is used...
     assert refused <= 0.15 * sent, (refused, sent)  # ...with few refusals.
 
 
