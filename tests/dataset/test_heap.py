@@ -64,14 +64,15 @@ def _run(script: str, *args: str, **env: str) -> dict:
 def test_batches_land_on_reused_memory_not_fresh_pages(images) -> None:
     """Copying batches out of the ring faults a small share of the pages it copies; without
     the setting (``STREAMING_KEEP_HEAP=0``) a large share of them (measured: 199 against 2,907
-    faults for 6,250 pages)."""
+    faults for 6,250 pages; about one run in five keeps faulting ~990 pages, one batch's worth
+    more, against 2,500-3,200 without the setting, so the bound is half, not a quarter)."""
     kept = _run(_LOADER, images, str(BATCH))
     default = _run(_LOADER, images, str(BATCH), STREAMING_KEEP_HEAP='0')
     pages = SAMPLES * SAMPLE_BYTES // 4096
     assert kept['received'] == default['received'] == SAMPLES * SAMPLE_BYTES
     assert kept['kept'] > 0 and default['kept'] == 0
     assert default['faults'] > pages // 4, default  # What the setting is for.
-    assert kept['faults'] < default['faults'] // 4, (kept, default)
+    assert kept['faults'] < default['faults'] // 2, (kept, default)
 
 
 _THRESHOLDS = r'''
