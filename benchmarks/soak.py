@@ -149,7 +149,9 @@ def check(result: dict[str, Any], settle: int = 2) -> list[str]:
         for name in FLAT:
             bound = max(epoch[name] for epoch in epochs[:settle + 1])
             typical = statistics.median_low(epoch[name] for epoch in tail) if tail else bound
-            if typical > bound:
+            # The cache under its limit holds whole shards: whether the next epoch's first
+            # download or the eviction that makes room for it comes first moves it by one.
+            if typical > bound + (name == 'cache_files'):
                 problems.append(f'rank {rank}: {name} up to {bound} by epoch {settle}, '
                                 f'{typical} over the last {len(tail)} epochs')
     return sorted(set(problems))
