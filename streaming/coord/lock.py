@@ -121,10 +121,16 @@ class Lease:
         return True
 
     def give_up(self) -> None:
-        if self.held:
-            unlock(self._fd)
-            os.close(self._fd)
+        # The descriptor is forgotten before it is closed. Between the two, another thread may
+        # open a file that takes the freed number (torch makes a worker's pipes just before it
+        # forks it), and a child forked then closes whatever ``_fd`` names (``_close_inherited``):
+        # a DataLoader worker whose own pipe was closed that way exits at once with code 1,
+        # printing nothing ("exited unexpectedly"; tests/coord/test_coord.py).
+        held, fd = self.held, self._fd
         self._fd = -1
+        if held:
+            unlock(fd)
+            os.close(fd)
 
     def __getstate__(self) -> dict[str, Any]:
         return {'path': self.path, '_fd': -1, '_pid': -1}

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import xxhash
 
-from streaming.coord import SharedDir
+from streaming.coord import FileLock, SharedDir
 from streaming.dataset.checked_file import (
     HEADER_BYTES,
     body_checksum,
@@ -287,56 +287,80 @@ class _Computation:
         self.shared, self.name, self.key, self.ids, self.steps = shared, name, key, ids, steps
         self.fd, self.temp, self.directory, self.state = fd, temp, directory, state
         self.started = started
+        self._progress: np.ndarray | None = None
 
     def run(self) -> None:
-        lock = self.shared.lock(f'compute-{self.name}')
-        lock.acquire()
-        self.started.set()
-        progress = np.memmap(self.state.progress, np.int64, 'r+', shape=(3,))
+        lock, held = self.shared.lock(f'compute-{self.name}'), False
         try:
-            hasher, hashed, itemsize = xxhash.xxh3_64(), 0, self.ids.itemsize
-            done: FinalParts = 0
-            for final in self.steps:
-                for begin, stop in newly_final(done, final):  # type: ignore[arg-type]
-                    part = memoryview(self.ids[begin:stop]).cast('B')
-                    _pwrite_all(self.fd, part, HEADER_BYTES + begin * itemsize)
-                    if hashed == begin:  # In order so far: hashed as written.
-                        hasher.update(part)
-                        hashed = stop
-                    del part
-                    release(self.ids, begin, stop)  # Readers map the file: never read again.
-                done = final  # type: ignore[assignment]
-                head, begin, stop = _parts(done)
-                progress[0] = head  # Before the tail: a reader may see less, never more.
-                progress[1], progress[2] = begin, stop
-            checksum = hasher.intdigest() if hashed * itemsize == self.state.length else \
-                _read_back_checksum(self.temp, self.state.length)
-            _pwrite_all(self.fd, memoryview(pack_header(self.key, self.state.kind,
-                                                        self.state.length, checksum)), 0)
-            os.close(self.fd)
-            path = os.path.join(self.directory, self.name)
-            publish(self.temp, path)
-            atomic_write(self.shared.file_path(f'{self.name}.where'),
-                         _State(path, self.state.length, self.state.kind, '').encode())
-            # Done: readers now follow the marker; maps of the progress file stay valid.
-            remove_quietly(self.state.progress)
-            remove_quietly(lock.path)  # Held: nobody can take it for this name any more.
-            _prune(self.directory, path)
-        except BaseException as error:  # Waiters elsewhere are told; the next ask recomputes.
-            atomic_write(self.shared.file_path(f'{self.name}.error'),
-                         f'{type(error).__name__}: {error}')
-            progress[0] = -1
-            remove_quietly(self.shared.file_path(f'{self.name}.where'))
-            remove_quietly(self.temp)
             try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            raise
+                lock.acquire()
+                held = True
+            finally:
+                self.started.set()  # It holds the compute lock (or failed) before the marker.
+            self._compute(lock)
+        except BaseException as error:  # Waiters elsewhere are told; the next ask recomputes.
+            self._fail(error)
+            if os.path.isdir(self.shared.path):
+                raise
+            # The dataset's shared directory is gone (the dataset was dropped, or its process is
+            # exiting): nobody is left to wait for these ids, and nowhere to say so. Quietly.
         finally:
             _PARTIAL.discard(self.temp)
-            lock.release()
+            if held:
+                lock.release()
             _RUNNING.discard(threading.current_thread())
+
+    def _compute(self, lock: FileLock) -> None:
+        progress = np.memmap(self.state.progress, np.int64, 'r+', shape=(3,))
+        self._progress = progress
+        hasher, hashed, itemsize = xxhash.xxh3_64(), 0, self.ids.itemsize
+        done: FinalParts = 0
+        for final in self.steps:
+            for begin, stop in newly_final(done, final):  # type: ignore[arg-type]
+                part = memoryview(self.ids[begin:stop]).cast('B')
+                _pwrite_all(self.fd, part, HEADER_BYTES + begin * itemsize)
+                if hashed == begin:  # In order so far: hashed as written.
+                    hasher.update(part)
+                    hashed = stop
+                del part
+                release(self.ids, begin, stop)  # Readers map the file: never read again.
+            done = final  # type: ignore[assignment]
+            head, begin, stop = _parts(done)
+            progress[0] = head  # Before the tail: a reader may see less, never more.
+            progress[1], progress[2] = begin, stop
+        checksum = hasher.intdigest() if hashed * itemsize == self.state.length else \
+            _read_back_checksum(self.temp, self.state.length)
+        _pwrite_all(self.fd, memoryview(pack_header(self.key, self.state.kind,
+                                                    self.state.length, checksum)), 0)
+        self._close_file()
+        path = os.path.join(self.directory, self.name)
+        publish(self.temp, path)
+        atomic_write(self.shared.file_path(f'{self.name}.where'),
+                     _State(path, self.state.length, self.state.kind, '').encode())
+        # Done: readers now follow the marker; maps of the progress file stay valid.
+        remove_quietly(self.state.progress)
+        remove_quietly(lock.path)  # Held: nobody can take it for this name any more.
+        _prune(self.directory, path)
+
+    def _fail(self, error: BaseException) -> None:
+        """Tell the node's waiters (if its shared directory is still there); drop the file."""
+        remove_quietly(self.temp)
+        self._close_file()
+        try:
+            atomic_write(self.shared.file_path(f'{self.name}.error'),
+                         f'{type(error).__name__}: {error}')
+        except FileNotFoundError:
+            if os.path.isdir(self.shared.path):
+                raise
+            return  # Gone (``run`` then stops quietly).
+        if self._progress is not None:
+            self._progress[0] = -1
+        remove_quietly(self.shared.file_path(f'{self.name}.where'))
+
+    def _close_file(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
 
 
 def _parts(final: FinalParts) -> tuple[int, int, int]:

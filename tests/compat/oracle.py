@@ -14,6 +14,7 @@ import os
 import textwrap
 from typing import Any
 
+from tests.oracle.deaths import failure_log
 from tests.oracle.runner import reference_run
 
 ORACLE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'oracle')
@@ -34,7 +35,7 @@ def run_reference_code(code: str, cwd: str | None = None, timeout: float = 300) 
     script = _PRELUDE + textwrap.dedent(code) + _EPILOGUE
     proc = reference_run(['-c', script], cwd=cwd or '/', timeout=timeout)
     if proc.returncode != 0:
-        raise RuntimeError(f'reference snippet failed:\n{proc.stderr[-4000:]}')
+        raise RuntimeError(f'reference snippet failed:\n{failure_log(proc.stderr)}')
     return json.loads(proc.stdout.rsplit('@@ORACLE@@', 1)[1])
 
 

@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 
 from tests.compat.helpers import ROOT
+from tests.oracle.deaths import failure_log, with_fault_handler
 from tests.oracle.private_shm import in_private_shm
 from tests.oracle.runner import reference_env, reference_lock, reference_python
 
@@ -119,6 +120,7 @@ def _launch(library: str, phase: str, ranks: int, cases: list[dict], work: str) 
         env = reference_env()
     env.update(WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR='127.0.0.1',
                MASTER_PORT=str(_free_port()))
+    env = with_fault_handler(env)  # A worker's fault leaves its stacks in the log.
     python = sys.executable if library == 'ours' else reference_python()
     out = os.path.join(work, name)
     procs = []
@@ -137,7 +139,7 @@ def _launch(library: str, phase: str, ranks: int, cases: list[dict], work: str) 
     for rank, (proc, _) in enumerate(procs):
         if proc.returncode:
             with open(f'{out}.{rank}.log') as f:
-                raise RuntimeError(f'{name} rank {rank} failed:\n{f.read()[-4000:]}')
+                raise RuntimeError(f'{name} rank {rank} failed:\n{failure_log(f.read())}')
     results = []
     for rank in range(ranks):
         with open(f'{out}.{rank}.json') as f:

@@ -13,7 +13,8 @@ import uuid
 
 import pytest
 
-from streaming.coord import FileLock, SharedDir, base_dir, make_job_token, sweep_stale
+from streaming.coord import FileLock, Lease, SharedDir, base_dir, make_job_token, sweep_stale
+from streaming.coord.lock import is_locked
 from streaming.coord.shared_dir import _alive, _write_pid_record
 from streaming.world import World
 
@@ -243,6 +244,53 @@ def test_a_lock_excludes_threads_of_one_process(tmp_path) -> None:
     for t in threads:
         t.join()
     assert max(overlaps) == 1 and len(overlaps) == 200
+
+
+def test_a_child_forked_while_a_lease_is_given_up_keeps_its_own_descriptors(tmp_path,
+                                                                            monkeypatch) -> None:
+    """The node's download schedule gives its lease up in its own thread while the main thread
+    may be starting DataLoader workers. A worker forked just after the lease's descriptor is
+    closed must not close, as an inherited lease, the file that took the freed number: on main
+    at 9d5a408 that was a torch worker's own pipe, and the worker exited with code 1 printing
+    nothing (CI: "DataLoader worker (pid(s) ...) exited unexpectedly").
+
+    Another thread lands in that window by chance; here a hook on the lock module's
+    ``os.close`` forks right after the lease's close, and the freed number is taken by a pipe.
+    """
+    import multiprocessing
+
+    from streaming.coord import lock as lock_module
+    lease = Lease(str(tmp_path / 'downloader.lease'))
+    assert lease.try_take()
+    number, parent, exit_codes = lease._fd, os.getpid(), []
+
+    def check_pipe(inode: int) -> None:
+        sys.exit(0 if os.fstat(number).st_ino == inode else 3)
+
+    class ForkAfterClose:  # The module's ``os``, forking a worker right after the lease's close.
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+        def close(self, fd: int) -> None:
+            os.close(fd)
+            if fd != number or os.getpid() != parent or exit_codes:
+                return
+            read, write = os.pipe()
+            if read != number:
+                os.dup2(read, number)  # The freed number, now a worker's pipe.
+            worker = multiprocessing.get_context('fork').Process(
+                target=check_pipe, args=(os.fstat(number).st_ino,))
+            worker.start()
+            worker.join(60)
+            exit_codes.append(worker.exitcode)
+            for opened in {read, write, number}:
+                os.close(opened)
+
+    monkeypatch.setattr(lock_module, 'os', ForkAfterClose())
+    lease.give_up()
+    monkeypatch.undo()
+    assert exit_codes == [0], 'the forked worker lost a descriptor of its own'
+    assert not lease.held and not is_locked(lease.path)
 
 
 def test_shared_dir_and_lock_pickle_without_process_state(shm) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.oracle.deaths import failure_log, with_fault_handler
 from tests.oracle.private_shm import in_private_shm
 from tests.oracle.zygote import zygote
 
@@ -61,7 +62,7 @@ def reference_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ('PYTHONPATH', 'PYTHONHOME', 'PYTHONPYCACHEPREFIX')}
     env['PYTHONDONTWRITEBYTECODE'] = '1'
-    return env
+    return with_fault_handler(env)
 
 
 def reference_zygote():  # -> tests.oracle.zygote.Zygote
@@ -85,7 +86,7 @@ def run_reference(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run ``ops`` in one reference process; returns one outcome per op."""
     proc = reference_run([DRIVER], input=json.dumps(ops))
     if proc.returncode != 0:
-        raise RuntimeError(f'reference driver failed:\n{proc.stderr[-4000:]}')
+        raise RuntimeError(f'reference driver failed:\n{failure_log(proc.stderr)}')
     return json.loads(proc.stdout)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from streaming.order import apply_weights, get_epoch_order
 from streaming.order.sampling import stream_proportions
+from tests.oracle.deaths import failure_log
 from tests.oracle.runner import reference_run
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'oracle',
@@ -38,7 +39,7 @@ def run_reference_order(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for batch in batches:
         proc = reference_run([DRIVER], input=json.dumps(batch), timeout=900)
         if proc.returncode:
-            raise RuntimeError(f'reference order driver failed:\n{proc.stderr[-4000:]}')
+            raise RuntimeError(f'reference order driver failed:\n{failure_log(proc.stderr)}')
         results += json.loads(proc.stdout)
     return results
 
