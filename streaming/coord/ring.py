@@ -91,10 +91,13 @@ class Ring:
         return (self.pid, self.token, self.generation, self.slot_size * SLOTS), announce
 
     def close(self) -> None:
-        if self.map is not None:
-            self.map.close()
-            os.close(self.fd)
+        # Forgotten before closed, as coord.Lease.give_up does: a child forked in between must
+        # not close (as this ring's) a descriptor number another thread has just reused.
+        ring_map, fd = self.map, self.fd
         self.map, self.fd = None, -1
+        if ring_map is not None:
+            ring_map.close()
+            os.close(fd)
 
 
 class Maps:
