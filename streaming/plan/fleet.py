@@ -21,7 +21,7 @@ from streaming.plan.store import StoreQueue, TokenBucket
 __all__ = ['THROTTLE_DRAWS', 'StepBarrier', 'simulate_draws', 'simulate_nodes']
 
 # Draws of the refused GETs' retry jitter a plan of a throttling store is simulated over.
-THROTTLE_DRAWS = 15
+THROTTLE_DRAWS = 41
 
 
 class StepBarrier:
