@@ -156,7 +156,8 @@ def predict_fleet(index_dir: str, config: Config, machine: dict[str, Any], total
     nodes = result['nodes']
     fetched = sum(n['fetched_bytes'] for n in nodes) + shape.index_bytes * len(nodes)
     return {'first_batch_s': max(n['first_batch_s'] for n in nodes),
-            'ranks_first_batch_s': sorted(n['first_batch_ready_s'] for n in nodes),
+            # Each the median over the plan's draws, as the measured are over the epochs.
+            'ranks_first_batch_s': result['draws_nodes_first_batch_s'],
             'epoch_s': max(n['epoch_s'][0] for n in nodes),
             'fetched_ratio': fetched / total,
             'refetched_share': sum(n['refetched_bytes'] for n in nodes) / total,
