@@ -391,8 +391,8 @@ def _draws(row: dict[str, Any]) -> str:
     if len(draws) < 2 or not runs:
         return ''
     return (f'; the slowest first batch of each epoch measured {_seconds(runs)}, over the '
-            f'plan\'s {len(draws)} draws of the retries\' jitter {draws[0]:.2f} to '
-            f'{draws[-1]:.2f} s (median {statistics.median(draws):.2f} s)')
+            f'plan\'s {len(draws)} draws (the nodes\' starts, the retries\' jitter) '
+            f'{draws[0]:.2f} to {draws[-1]:.2f} s (median {statistics.median(draws):.2f} s)')
 
 
 def docs_text(paths: list[str]) -> str:
