@@ -40,6 +40,7 @@ import numpy as np
 from benchmarks.linkemu import LinkEmulator, Profile
 from benchmarks.s3 import CREDENTIALS, MotoServer, free_port
 from benchmarks.store_limits import STYLES, StoreLimits
+from streaming.cache.concurrency import Concurrency
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -137,6 +138,9 @@ def _node_report(link: LinkEmulator, node: int, ranks: list[dict]) -> dict[str, 
     shard_gets = [r[0] for r in gets if '/shard.' in r[4]]
     late = [r for r in gets if r[0] >= min(shard_gets, default=0.0) + 1.0]
     shards_ok = [r for r in gets if '/shard.' in r[4] and not r[4].startswith('THROTTLED')]
+    # The node's first burst of shard GETs (as many as its scheduler starts with): how far apart
+    # they reach the store (the plan's ``send_gap_s``).
+    burst = sorted(r[0] for r in gets if '/shard.' in r[4])[:Concurrency.START]
     base = stats['first_request_wall'] or 0.0
     samples = sum(r['samples'] for r in ranks)
     read = max((r['read_s'] for r in ranks), default=0.0)
@@ -155,6 +159,7 @@ def _node_report(link: LinkEmulator, node: int, ranks: list[dict]) -> dict[str, 
         'shard_bytes': sum(r[3] for r in shards_ok),
         # Wall clock of the node's first GET of a shard and of its last answer.
         'first_shard_get_wall': base + min(shard_gets) if shard_gets else None,
+        'first_gets_gap_s': (burst[-1] - burst[0]) / (len(burst) - 1) if len(burst) > 1 else 0.0,
         'last_end_wall': base + max(r[2] for r in gets) if gets else None,
         # Per second since the node's first request: [GETs answered, GETs refused].
         'timeline': _per_second(gets),

@@ -390,9 +390,15 @@ def _draws(row: dict[str, Any]) -> str:
     runs = sorted(m['first_batch_s'] for m in ok_metrics(row.get('runs', [])))
     if len(draws) < 2 or not runs:
         return ''
+    means = ''
+    if 'first_batch_median_s' in row['measured']:
+        means = (f'; the table\'s first batch is the mean of the epochs and of the draws (the '
+                 f'medians: measured {row["measured"]["first_batch_median_s"]:.2f} s, planned '
+                 f'{row["predicted"]["first_batch_median_s"]:.2f} s)')
     return (f'; the slowest first batch of each epoch measured {_seconds(runs)}, over the '
-            f'plan\'s {len(draws)} draws of the retries\' jitter {draws[0]:.2f} to '
-            f'{draws[-1]:.2f} s (median {statistics.median(draws):.2f} s)')
+            f'plan\'s {len(draws)} draws (the nodes\' starts, the retries\' jitter) '
+            f'{draws[0]:.2f} to {draws[-1]:.2f} s (median {statistics.median(draws):.2f} s)'
+            f'{means}')
 
 
 def docs_text(paths: list[str]) -> str:

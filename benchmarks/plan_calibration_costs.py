@@ -89,6 +89,9 @@ def describe(machine: dict[str, Any]) -> str:
     """A row's machine costs in a few words (for the docs)."""
     rate = machine.get('uncapped_link', {}).get('store_rate')
     store = f', the store began {rate:.0f} answers/s' if rate else ''
+    if 'start_spread_s' in machine:
+        store += (f', the nodes began within {machine["start_spread_s"]:.2f} s, a node\'s GETs '
+                  f'{machine["send_gap_s"] * 1e3:.1f} ms apart')
     return (f'start-up {machine["startup_s"]:.2f} s, build {machine["build_s"]:.2f} s, '
             f'reading {machine["decode_s_per_sample"] * 1e3:.2f} ms per sample per worker'
             f'{store} (uncapped epoch {machine["uncapped_epoch_s"]:.2f} s, '

@@ -38,6 +38,9 @@ def test_a_throttled_fleet_delivers_every_sample_exactly_once(tmp_path) -> None:
     assert total['throttled'] > 0  # The store did refuse (the subject of the test)...
     assert total['samples'] == report['samples_in_epoch'] == 256  # ...and nothing was lost.
     assert all(node['samples'] > 0 and node['gets'] > 0 for node in report['phase1']['nodes'])
+    # How far apart a node's first burst of GETs reached the store (the plan's send_gap_s).
+    assert all(0.0 <= node['first_gets_gap_s'] <= node['busy_span_s']
+               for node in report['phase1']['nodes'])
     assert report['held_locks'] == {}
     # Egress: each shard fetched once by the fleet (two nodes' rows may share a boundary shard).
     assert report['dataset_shard_bytes'] > 0

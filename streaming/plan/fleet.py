@@ -11,6 +11,8 @@ from __future__ import annotations
 import heapq
 from typing import Generator
 
+import numpy as np
+
 from streaming.plan.inputs import DatasetShape, RunSettings
 from streaming.plan.orders import NodeSteps
 from streaming.plan.pieces import NodeRun
@@ -21,7 +23,7 @@ from streaming.plan.store import StoreQueue, TokenBucket
 __all__ = ['THROTTLE_DRAWS', 'StepBarrier', 'simulate_draws', 'simulate_nodes']
 
 # Draws of the refused GETs' retry jitter a plan of a throttling store is simulated over.
-THROTTLE_DRAWS = 15
+THROTTLE_DRAWS = 41
 
 
 class StepBarrier:
@@ -109,14 +111,16 @@ def simulate_nodes(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
 def simulate_draws(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
                    epochs: dict[int, list[NodeSteps]], first_request: float,
                    in_flight: int | None = None, max_downloads: int = MAX_DOWNLOADS
-                   ) -> tuple[dict[int, NodeRun], list[float]]:
-    """``simulate_nodes`` over draws of the retries' jitter; the median draw, and all firsts.
+                   ) -> tuple[dict[int, NodeRun], list[float], list[float]]:
+    """``simulate_nodes`` over draws of the retries' jitter and the nodes' start instants.
 
     Under a request limit, ``THROTTLE_DRAWS`` draws (one without); the plan is the draw whose
     slowest first batch is the median, and every draw's slowest first batch comes with it,
-    sorted. Under a throttling store, which node the store serves first depends on when the
-    refused GETs come back, so one draw is one of many runs, not what a run looks like. A draw
-    cut by the download budget ends the draws (its run is extrapolated anyway).
+    sorted, and the nodes' own first batches, fastest to slowest, each the median over the
+    draws (as a measured fleet's are over its epochs). Under a throttling store, which node
+    the store serves first depends on when the nodes begin and when the refused GETs come
+    back, so one draw is one of many runs, not what a run looks like. A draw cut by the
+    download budget ends the draws (its run is extrapolated anyway).
     """
     draws = []
     for draw in range(THROTTLE_DRAWS if profile.request_limit else 1):
@@ -126,4 +130,8 @@ def simulate_draws(shape: DatasetShape, run: RunSettings, profile: LinkProfile,
         if any(r.cut for r in runs.values()):
             break
     draws.sort(key=lambda d: d[:2])
-    return draws[len(draws) // 2][2], [first for first, _, _ in draws]
+    own = [sorted(r.first_batch_s if r.first_ready_s is None else
+                  min(r.first_batch_s, r.first_ready_s) for r in runs.values())
+           for _, _, runs in draws]
+    staircase = [float(np.median([firsts[i] for firsts in own])) for i in range(len(own[0]))]
+    return draws[len(draws) // 2][2], [first for first, _, _ in draws], staircase

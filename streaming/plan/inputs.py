@@ -147,6 +147,11 @@ class RunSettings:
     workers reading (building the dataset, starting the workers); ``decode_s_per_sample``: a
     worker's seconds per sample once its shard is local. All three are this machine's: measure
     them with an epoch over a fast link, as ``benchmarks/plan_calibration.py`` does.
+    Nodes planned together do not begin at one instant, and a node's requests due together do
+    not reach the store at one: ``start_spread_s`` spreads the nodes' starts (each drawn in
+    ``[0, start_spread_s]``) and ``send_gap_s`` is the least time between two GETs a node sends
+    to a throttling store (the time it takes to send one). Both decide which nodes a throttling
+    store serves first; a fleet over a fast link shows them (``docs/plan.md``, Calibration).
     """
 
     nodes: int = 1
@@ -168,6 +173,8 @@ class RunSettings:
     build_s: float = 0.1
     startup_s: float = 0.35
     decode_s_per_sample: float = 0.0
+    start_spread_s: float = 0.0
+    send_gap_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ('nodes', 'ranks_per_node', 'batch_size', 'epochs', 'prefetch_factor'):
@@ -183,7 +190,8 @@ class RunSettings:
             raise ValueError(f'run: `cache_limit` must be positive, got {self.cache_limit!r}')
         if self.predownload is not None and self.predownload < 0:
             raise ValueError(f'run: `predownload` must be non-negative, got {self.predownload!r}')
-        for name in ('build_s', 'startup_s', 'decode_s_per_sample'):
+        for name in ('build_s', 'startup_s', 'decode_s_per_sample', 'start_spread_s',
+                     'send_gap_s'):
             if not getattr(self, name) >= 0:
                 raise ValueError(f'run: `{name}` must be non-negative seconds, got '
                                  f'{getattr(self, name)!r}')

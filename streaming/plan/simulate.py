@@ -25,6 +25,7 @@ download layer splits a file (``storage.download._split``), and the cache's stat
 from __future__ import annotations
 
 import heapq
+import random
 from collections import deque
 from typing import Any, Generator
 
@@ -86,7 +87,10 @@ class NodeSimulation:
         self.queue = queue
         self.store = None if bucket is None else ThrottledStore(
             bucket, profile.ttfb, lambda: self.t, self._refused, seed=draw * 1_000_003 + node,
-            queue=queue)
+            queue=queue, send_gap=run.send_gap_s)
+        # Nodes run together begin at drawn instants within ``start_spread_s`` of each other.
+        self.start_offset = random.Random(f'start {draw} {node}').uniform(
+            0.0, run.start_spread_s) if barrier is not None else 0.0
         self.t = 0.0
         self.transfers: list[Transfer] = []
         self.parts_left = np.zeros(num, np.int64)
@@ -346,7 +350,7 @@ class NodeSimulation:
     def moves(self, epochs: list[NodeSteps], first_request: float
               ) -> Generator[float, float | None, None]:
         """Simulate the epochs; yields each time it is about to move its clock to."""
-        start = 0.0
+        start = self.start_offset
         for epoch, steps in enumerate(epochs):
             yield from self.run_epoch(steps, epoch, start, first_request)
             start = self.t

@@ -18,10 +18,12 @@ others' again: a lockstep that no real fleet shows, which starved the same nodes
 Which node the store serves first then depends on those draws, so a plan of a throttled store
 is simulated over several draws and reports the median one (``plan/core.py``).
 
-A node's GETs due together leave together (the schedule's threads send them at once), and
-nodes whose GETs leave at one instant reach the store one node after another: the first node's
-burst takes the bucket's banked second and the next nodes' first GETs are refused, as a fleet
-whose nodes start after one barrier meets a throttling store (``docs/plan.md``, Calibration).
+A node's GETs due together leave ``send_gap`` apart (``RunSettings.send_gap_s``: the time
+the node takes to send one; 0, they leave at one instant). Nodes whose GETs leave at one
+instant reach the store one node after another, so the first node's burst takes the bucket's
+banked second and every other node's first GETs are refused; on a real machine the nodes'
+bursts interleave at the store, so that the banked second goes to the nodes that start first
+(``RunSettings.start_spread_s``) and is shared by them (``docs/plan.md``, Calibration).
 """
 
 from __future__ import annotations
@@ -99,8 +101,9 @@ class ThrottledStore:
 
     def __init__(self, bucket: TokenBucket, ttfb: float, clock: Callable[[], float],
                  on_refusal: Callable[[], None], seed: int = 0,
-                 queue: StoreQueue | None = None) -> None:
+                 queue: StoreQueue | None = None, send_gap: float = 0.0) -> None:
         self.bucket, self.ttfb, self.clock, self.on_refusal = bucket, ttfb, clock, on_refusal
+        self.send_gap, self.last_sent = send_gap, -float('inf')
         self.queue = queue or StoreQueue(None)
         self.jitter = random.Random(seed)
         self.pacer = SimPacer(clock)
@@ -111,6 +114,8 @@ class ThrottledStore:
     def request(self, transfer: Transfer, new: bool = True) -> float | None:
         """``transfer``'s GET asks for its turn now; when it is sent, or None (not due yet).
 
+        Sent ``send_gap`` after the node's last GET at the soonest (maybe later than now).
+
         ``new``: a GET not asked for before (it counts toward the rate the node asks at). One
         not due looks again later (``due``).
         """
@@ -118,7 +123,8 @@ class ThrottledStore:
         if wait > 0:
             self._push(self.clock() + min(wait, self.pacer.RECHECK), _LOOK, transfer)
             return None
-        sent = self.clock()
+        sent = max(self.clock(), self.last_sent + self.send_gap)  # One at a time.
+        self.last_sent = sent
         self._push(sent, _AT_STORE, transfer)
         return sent
 

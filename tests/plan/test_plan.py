@@ -350,6 +350,24 @@ def test_the_calibration_docs_join_the_single_node_and_fleet_runs(tmp_path) -> N
     assert 'answered in 2.2 s' in text
 
 
+def test_the_fleet_row_compares_the_means_of_its_first_batches() -> None:
+    """The fleet's slowest first batch spreads in clusters from epoch to epoch: the table
+    compares the mean of the epochs with the mean of the plan's draws, the medians kept."""
+    from benchmarks.plan_calibration import _draws
+    from benchmarks.plan_calibration_fleet import with_mean_first_batch
+    runs = [{'status': 'ok', 'metrics': {'first_batch_s': x}} for x in (6.0, 6.5, 12.0, 13.0)]
+    draws = [5.0, 6.0, 12.0, 14.0, 15.0]
+    row = with_mean_first_batch({'runs': runs, 'measured': {'first_batch_s': 9.25},
+                                 'predicted': {'first_batch_s': 12.0,
+                                               'draws_first_batch_s': draws}})
+    assert row['measured']['first_batch_s'] == pytest.approx(9.375)
+    assert row['predicted']['first_batch_s'] == pytest.approx(10.4)
+    assert row['measured']['first_batch_median_s'] == 9.25
+    assert row['predicted']['first_batch_median_s'] == 12.0
+    assert with_mean_first_batch(row)['predicted']['first_batch_median_s'] == 12.0  # Once.
+    assert 'the medians: measured 9.25 s, planned 12.00 s' in _draws(row)
+
+
 def test_a_store_answering_one_get_after_another_delays_first_bytes() -> None:
     """``store_rate``: the store begins at most that many answers a second; a GET's first byte
     comes ``ttfb`` after it is sent or once the store has begun it, whichever is later. None (the

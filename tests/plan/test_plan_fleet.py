@@ -124,6 +124,59 @@ def test_refused_gets_back_off_at_drawn_jitter_and_the_plan_reports_the_median_d
         [n['first_batch_s'] for n in again['nodes']]
     note = [n for n in first['notes'] if 'draws' in n]
     assert note and f'{THROTTLE_DRAWS} draws' in note[0]
+    # The nodes' own first batches, fastest to slowest, each the median over the draws.
+    draws, staircase = first['draws_first_batch_s'], first['draws_nodes_first_batch_s']
+    assert len(draws) == THROTTLE_DRAWS and len(staircase) == 3
+    assert staircase == sorted(staircase) and draws[0] <= staircase[-1] <= draws[-1]
+    assert staircase[-1] == pytest.approx(sorted(draws)[len(draws) // 2], abs=1e-3)
     # Without a request limit there is nothing to draw: one simulation, no such note.
     unlimited = plan(shape, run, get_profile('same-region'), quality=False)
     assert not [n for n in unlimited['notes'] if 'draws' in n]
+
+
+def test_a_nodes_gets_leave_send_gap_apart_so_two_nodes_share_the_banked_second() -> None:
+    """With ``send_gap`` a node's burst reaches the store one GET at a time; two nodes starting
+    5 ms apart interleave there and both are served from the banked second (at one instant the
+    first node takes all of it: the test above)."""
+    from streaming.plan.pieces import Transfer
+    from streaming.plan.store import ThrottledStore
+    clock = [0.0]
+    bucket = TokenBucket(4.0)
+    stores = [ThrottledStore(bucket, 0.04, lambda: clock[0], lambda: None, send_gap=0.01)
+              for _ in range(2)]
+    bursts = [[Transfer(shard, 1.0, float('inf'), True) for shard in range(4)] for _ in stores]
+    assert [stores[0].request(t) for t in bursts[0]] == pytest.approx([0.0, 0.01, 0.02, 0.03])
+    clock[0] = 0.005
+    assert [stores[1].request(t) for t in bursts[1]] == \
+        pytest.approx([0.005, 0.015, 0.025, 0.035])
+    while clock[0] < 0.1:  # The nodes move in the order of their clocks, as in a fleet.
+        clock[0] += 0.001
+        for store in stores:
+            store.due()
+    served = [sum(t.first_byte_at < float('inf') for t in burst) for burst in bursts]
+    assert served == [2, 2]
+
+
+def test_nodes_run_together_begin_within_the_start_spread() -> None:
+    """Each node of a fleet begins at an instant drawn in ``[0, start_spread_s]`` (seeded by
+    the draw and the node); the first step waits for the latest; a node alone begins at 0."""
+    from streaming.plan.simulate import NodeSimulation
+    shape = DatasetShape.synthetic(4_000, 20, 2_000)
+    profile = get_profile('same-region')
+    run = RunSettings(nodes=4, workers=2, batch_size=8, start_spread_s=0.5)
+    barrier = StepBarrier({node: [1] for node in range(4)})
+    offsets = [[NodeSimulation(shape, run, profile, barrier=barrier, node=node,
+                               draw=draw).start_offset for node in range(4)] for draw in range(3)]
+    flat = [o for draw in offsets for o in draw]
+    assert all(0.0 <= o <= 0.5 for o in flat) and len(set(flat)) == len(flat)
+    assert offsets[0] == [NodeSimulation(shape, run, profile, barrier=barrier, node=node,
+                                         draw=0).start_offset for node in range(4)]
+    assert NodeSimulation(shape, run, profile).start_offset == 0.0
+    together = plan(shape, RunSettings(nodes=4, workers=2, batch_size=8), profile,
+                    quality=False)['nodes']
+    spread = plan(shape, run, profile, quality=False)['nodes']
+    late = max(offsets[0])  # One draw without a request limit: draw 0.
+    first = max(n['first_batch_s'] for n in together)
+    assert max(n['first_batch_s'] for n in spread) == pytest.approx(first + late, abs=0.06)
+    with pytest.raises(ValueError, match='send_gap_s'):
+        RunSettings(send_gap_s=-1.0)
