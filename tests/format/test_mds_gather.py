@@ -52,6 +52,8 @@ def test_every_call_matches_decode_sample(tmp_path) -> None:
     indices = np.array([3, 1, 2])
     assert reader.gather_columns(indices)['id'].tolist() == [-479, -493, -486]
     assert reader.gather_columns(indices)['id'].tolist() == [-479, -493, -486]
+    # A sample past the shard (a bad index): None, for the per-sample path to report.
+    assert reader.gather_columns(np.array([1, reader.samples])) is None
 
 
 def test_a_bad_layout_gives_none_on_every_call(tmp_path) -> None:

@@ -75,7 +75,7 @@ def _columns(data: Any, layout: dict[str, Any] | None, indices: np.ndarray | Non
             else:
                 column = Spans(data, starts, stops)
                 columns[name] = column if spans else column.values()
-    except UnicodeDecodeError:
+    except (UnicodeDecodeError, IndexError):  # Reported by the per-sample path.
         return None
     return columns
 
