@@ -16,6 +16,10 @@ from dataclasses import replace
 from typing import Any, Iterator, Sequence
 
 import numpy as np
+
+# torch's DataLoader worker loop seeds numpy.random, importing it in every worker it forks for
+# every pass when the parent has not (~8 ms of CPU each); imported once here instead.
+import numpy.random  # noqa: F401
 from torch.utils.data import IterableDataset
 
 from streaming.cache.prefetch import NodePrefetch, prefetch_arrays

@@ -60,12 +60,16 @@ class Scattered:
     def __init__(self, parts: list[tuple[Spans, np.ndarray]], count: int) -> None:
         self.parts = parts
         self.count = count
+        self._sizes: np.ndarray | None = None
 
     def sizes(self) -> np.ndarray:
-        sizes = np.empty(self.count, np.int64)
-        for spans, positions in self.parts:
-            sizes[positions] = spans.stops - spans.starts
-        return sizes
+        """Each value's length, in batch order (computed once: ``pack`` asks twice)."""
+        if self._sizes is None:
+            sizes = np.empty(self.count, np.int64)
+            for spans, positions in self.parts:
+                sizes[positions] = spans.stops - spans.starts
+            self._sizes = sizes
+        return self._sizes
 
     def values(self) -> list[bytes]:
         values: list[Any] = [None] * self.count

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -307,9 +308,12 @@ class ShardTable(Sequence):
     def __init__(self, parts: list[Sequence[Reader]]) -> None:
         self.parts = parts
         self.starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
+        # Plain ints for the scalar lookups every batch makes (one per shard it touches).
+        self._start_list = self.starts.tolist()
+        self._length = self._start_list[-1]
 
     def __len__(self) -> int:
-        return int(self.starts[-1])
+        return self._length
 
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
@@ -319,11 +323,13 @@ class ShardTable(Sequence):
                     return part
             return [self[i] for i in range(start, stop, step)]
         if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f'shard {index} out of range ({len(self)} shards)')
-        part = int(np.searchsorted(self.starts, index, 'right')) - 1
-        return self.parts[part][index - int(self.starts[part])]
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(f'shard {index} out of range ({self._length} shards)')
+        if len(self.parts) == 1:
+            return self.parts[0][index]
+        part = bisect_right(self._start_list, index) - 1
+        return self.parts[part][index - self._start_list[part]]
 
     def __iter__(self) -> Iterator[Reader]:
         for part in self.parts:

@@ -144,3 +144,21 @@ def test_a_batch_reports_its_first_sample_before_reading_it() -> None:
     assert taken == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10]]
     assert progress.reported == [0, 5, 10]  # Each batch's first position, read after.
     assert progress.stopped
+
+
+def test_loader_index_sampler_yields_what_torch_batch_sampler_does(mixed) -> None:
+    """StreamingDataLoader hands the fetcher the same batch "indices" as torch, more cheaply."""
+    import itertools
+
+    from torch.utils.data import BatchSampler
+
+    dataset = StreamingDataset(local=mixed, batch_size=32)
+    for drop_last in (False, True):
+        ours = StreamingDataLoader(dataset, batch_size=32, drop_last=drop_last)
+        torch_own = DataLoader(dataset, batch_size=32, drop_last=drop_last)
+        assert type(torch_own._index_sampler) is BatchSampler
+        assert type(ours._index_sampler) is not BatchSampler
+        assert list(itertools.islice(ours._index_sampler, 5)) == \
+            list(itertools.islice(torch_own._index_sampler, 5))
+    # A map-style dataset keeps torch's own sampler.
+    assert type(StreamingDataLoader(list(range(10)), batch_size=4)._index_sampler) is BatchSampler

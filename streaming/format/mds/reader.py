@@ -52,6 +52,46 @@ def _gather_u32(buf: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return buf[starts[:, None] + np.arange(4)].view('<u4')[:, 0].astype(np.int64)
 
 
+_FIRST_CALL: Any = object()  # ``_layout_table``'s layout after one gather from a map.
+
+
+def _columns(data: Any, layout: dict[str, Any] | None, indices: np.ndarray | None,
+             spans: bool) -> dict[str, Any] | None:
+    """``gather_columns``' result from a ``_layout`` (of the samples ``indices`` of it)."""
+    if layout is None:
+        return None
+    columns: dict[str, Any] = {}
+    try:
+        for name, value in layout.items():
+            if isinstance(value, np.ndarray):
+                columns[name] = value if indices is None else value[indices]
+                continue
+            encoding, starts, stops = value
+            if indices is not None:
+                starts, stops = starts[indices], stops[indices]
+            if encoding == 'str':
+                columns[name] = [str(data[a:b], 'utf-8')
+                                 for a, b in zip(starts.tolist(), stops.tolist())]
+            else:
+                column = Spans(data, starts, stops)
+                columns[name] = column if spans else column.values()
+    except (UnicodeDecodeError, IndexError):  # Reported by the per-sample path.
+        return None
+    return columns
+
+
+def _narrow(layout: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A whole shard's layout with its positions as uint32 (shard offsets are u32 anyway).
+
+    Half the memory that the table of a shard of a million samples keeps.
+    """
+    if layout is None:
+        return None
+    return {name: value if isinstance(value, np.ndarray) else
+            (value[0], value[1].astype(np.uint32), value[2].astype(np.uint32))
+            for name, value in layout.items()}
+
+
 class MDSReader(SingleFileShardReader):
     """One MDS shard: a header (count, offsets, config JSON) followed by the samples."""
 
@@ -69,11 +109,18 @@ class MDSReader(SingleFileShardReader):
         self._plan, self._sizes_struct = _decode_plan(tuple(column_names),
                                                       tuple(column_encodings),
                                                       tuple(column_sizes))
+        # (the map it was read from, the layout of every sample) for gather_columns.
+        self._layout_table: tuple[Any, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state['_sizes_struct'] = self._sizes_struct.format  # Struct objects do not pickle.
+        state['_layout_table'] = None
         return state
+
+    def close(self) -> None:
+        self._layout_table = None
+        super().close()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state['_sizes_struct'] = struct.Struct(state['_sizes_struct'])
@@ -100,10 +147,29 @@ class MDSReader(SingleFileShardReader):
         the values ``decode_sample`` gives; with ``spans``, ``bytes`` columns as ``Spans`` (to
         be copied straight out of the map). None if a column has another encoding or a sample's
         layout does not add up (the per-sample path then reads, and reports, it).
+
+        The first call on a map reads the layout of just these samples; the second reads it
+        for every sample of the shard, once (``_layout_table``), so that a shard that a
+        shuffled epoch visits batch after batch costs a few indexing operations per batch.
         """
         if not set(self.column_encodings) <= _GATHERED or not len(indices):
             return None
         data = (self._maps or self._open())[0]
+        table = getattr(self, '_layout_table', None)  # (Unpickled from an older state: None.)
+        if table is None or table[0] is not data:  # The first call on this map.
+            self._layout_table = (data, _FIRST_CALL)
+            return _columns(data, self._layout(data, indices), None, spans)
+        if table[1] is _FIRST_CALL:
+            table = self._layout_table = (data, _narrow(self._layout(data,
+                                                                     np.arange(self.samples))))
+        return _columns(data, table[1], indices, spans)
+
+    def _layout(self, data: Any, indices: np.ndarray) -> dict[str, Any] | None:
+        """The layout of samples ``indices`` in ``data``, read from their own size fields.
+
+        Per column: int64 values (``int``), or (encoding, starts, stops) of the values; None if
+        a sample's layout does not add up.
+        """
         buf = np.frombuffer(data, np.uint8)
         try:
             offsets = np.frombuffer(data, '<u4', self.samples + 1, 4)
@@ -113,7 +179,7 @@ class MDSReader(SingleFileShardReader):
             num_var = sum(size is None for size in self.column_sizes)
             pos = begins + 4 * num_var
             var = 0
-            columns: dict[str, Any] = {}
+            layout: dict[str, Any] = {}
             for name, encoding, size in zip(self.column_names, self.column_encodings,
                                             self.column_sizes):
                 if size is None:
@@ -124,20 +190,12 @@ class MDSReader(SingleFileShardReader):
                 if encoding == 'int':
                     if size != 8:
                         return None
-                    columns[name] = buf[pos[:, None] + np.arange(8)].view('<i8')[:, 0]
-                elif encoding == 'bytes' and spans:
-                    columns[name] = Spans(data, pos, pos + sizes)
+                    layout[name] = buf[pos[:, None] + np.arange(8)].view('<i8')[:, 0].copy()
                 else:
-                    pairs = zip(pos.tolist(), (pos + sizes).tolist())
-                    if encoding == 'str':
-                        columns[name] = [str(data[a:b], 'utf-8') for a, b in pairs]
-                    else:
-                        columns[name] = [data[a:b] for a, b in pairs]
+                    layout[name] = (encoding, pos, pos + sizes)
                 pos = pos + sizes
-            if not np.array_equal(pos, ends):
-                return None
-            return columns
-        except (UnicodeDecodeError, IndexError, ValueError):
+            return layout if np.array_equal(pos, ends) else None
+        except (IndexError, ValueError):
             return None
         finally:
             del buf  # No numpy view may outlive the call: close() must be able to unmap.
