@@ -124,7 +124,8 @@ class StreamingDataLoader(DataLoader):
                     self.num_samples_yielded += batch.count
                     yield batch.batch
                 else:
-                    self.num_samples_yielded += _batch_len(batch)
+                    # Without automatic batching (batch_size=None) every item is one sample.
+                    self.num_samples_yielded += _batch_len(batch) if self._auto_collation else 1
                     yield batch
         finally:
             # Ended, broken off or failed: non-persistent workers are shut down now (as torch

@@ -65,3 +65,30 @@ def test_pin_memory_loader_counts_and_unwraps_batches(tmp_path) -> None:
     batches = list(loader)
     assert all(isinstance(b['id'], torch.Tensor) for b in batches)
     assert loader.num_samples_yielded == 40
+
+
+class _Numbers(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(range(7))
+
+
+def test_without_automatic_batching_every_item_counts_as_one_sample(tmp_path) -> None:
+    # batch_size=None: the loader yields samples, not batches (a plain int has no len()).
+    plain = StreamingDataLoader(_Numbers(), batch_size=None)
+    assert list(plain) == list(range(7))
+    assert plain.num_samples_yielded == 7
+    remote = write_ids(os.path.join(tmp_path, 'remote'), 30)
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'local'), batch_size=1)
+    first = StreamingDataLoader(dataset, batch_size=None)
+    seen = []
+    for sample in first:
+        seen.append(int(sample['id']))
+        if len(seen) == 12:
+            break
+    state = first.state_dict()
+    assert state['sample_in_epoch'] == 12
+    second = StreamingDataLoader(StreamingDataset(remote=remote, local=str(tmp_path / 'local'),
+                                                  batch_size=1), batch_size=None)
+    second.load_state_dict(state)
+    seen += [int(sample['id']) for sample in second]
+    assert sorted(seen) == list(range(30))
