@@ -196,6 +196,10 @@ COMMANDS = {
                                         '--timeout 300',
     'link-cpu-same-region-w0.json': '--profiles same-region --repeats 3 --timeout 300 '
                                     '--workers 0',
+    # The same two after reads began waiting for whole chunks (SO_RCVLOWAT, s3_light.body).
+    'link-cpu-same-region-rcvlowat.json': '--profiles same-region --repeats 3 --timeout 300',
+    'link-cpu-same-region-load2-rcvlowat.json': '--profiles same-region --repeats 3 '
+                                                '--timeout 300 --competing-load 2',
 }
 
 

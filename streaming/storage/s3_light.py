@@ -29,6 +29,8 @@ import hmac
 import http.client
 import os
 import re
+import socket
+import sys
 import threading
 import time
 import zlib
@@ -52,6 +54,10 @@ _VIRTUAL_BUCKET = re.compile(r'^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$')
 _CHECKSUMS: dict[str, Callable[[], Any]] = {
     'crc32': lambda: _Crc32(), 'sha1': hashlib.sha1, 'sha256': hashlib.sha256}
 MAX_IDLE = 64
+# Bytes a read may find already out of the socket (the response's 8 KiB buffer, a TLS record
+# OpenSSL holds): the low-water mark never asks the kernel for more than is surely to come.
+LOW_WATER_MARGIN = 64 << 10
+_LOW_WATER = sys.platform.startswith('linux') and hasattr(socket, 'SO_RCVLOWAT')
 
 
 class Redirected(Exception):
@@ -246,8 +252,9 @@ class LightS3:
                     connection.sock.settimeout(timeout)
                 connection.request(method, path, headers={'Host': host, **sent,
                                                           'Accept-Encoding': 'identity'})
-                if connection.sock is not None:
-                    connection.sock.settimeout(timeout)
+                sock = connection.sock  # ``getresponse`` drops it if the server closes after.
+                if sock is not None:
+                    sock.settimeout(timeout)
                 response = connection.getresponse()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
                     ConnectionAbortedError):
@@ -270,6 +277,7 @@ class LightS3:
                 response.close()
                 connection.close()
 
+        response.light_socket = sock  # type: ignore[attr-defined] # For ``body``.
         answer = {name.lower(): value for name, value in response.getheaders()}
         return response.status, answer, response, release
 
@@ -284,13 +292,37 @@ class LightS3:
         return None
 
 
+def _set_low_water(sock: Any, nbytes: int) -> bool:
+    """Have the kernel wake a read of ``sock`` only once ``nbytes`` are queued (Linux)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, nbytes)
+    except (OSError, AttributeError, ValueError):
+        return False
+    return True
+
+
 def body(response: http.client.HTTPResponse, release: Callable[[bool], None], chunk_size: int,
          check: tuple[Any, str] | None, fail: Callable[[str | Exception], Exception]
          ) -> Iterator[bytes]:
-    """The response's body chunk by chunk; the connection is kept only if read to its end."""
+    """The response's body chunk by chunk; the connection is kept only if read to its end.
+
+    A connection receives at a fraction of the link, so the kernel would wake a plain read for
+    every few packets that arrive: a thread switch and a GIL hand-off each, most of the CPU a
+    download costs. While at least two chunks (and ``LOW_WATER_MARGIN``) of the body are still
+    to come, the socket's low-water mark (``SO_RCVLOWAT``) makes each read wait for a whole
+    chunk; the last chunks are read as they come, so a read never waits for bytes that will
+    not arrive, and the mark is put back before the connection serves another request.
+    """
     done = False
+    sock = getattr(response, 'light_socket', None) if _LOW_WATER else None
+    raised = False
     try:
         while True:
+            if sock is not None:
+                left = response.length
+                want = left is not None and left >= 2 * chunk_size + LOW_WATER_MARGIN
+                if want != raised and _set_low_water(sock, chunk_size if want else 1):
+                    raised = want
             try:
                 data = response.read(chunk_size)
             except (OSError, http.client.HTTPException) as error:
@@ -308,6 +340,8 @@ def body(response: http.client.HTTPResponse, release: Callable[[bool], None], ch
             if got != check[1]:
                 raise fail(f'checksum mismatch: expected {check[1]}, got {got}')
     finally:
+        if raised and not _set_low_water(sock, 1):
+            done = False  # Not put back: the connection must not serve another request.
         release(done)
 
 

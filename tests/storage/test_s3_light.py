@@ -3,11 +3,15 @@ address, check and fail as boto3 would."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
 
 import pytest
 
@@ -198,17 +202,32 @@ def test_a_changed_endpoint_is_followed_in_the_same_process(s3, monkeypatch, tmp
     assert (tmp_path / 'a').read_bytes() == (tmp_path / 'c').read_bytes() == b'abc'
 
 
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _light_to(handler: type[_Handler]) -> Iterator[s3_light.LightS3]:
+    """A ``LightS3`` whose requests go to a local HTTP/1.1 server answering with ``handler``."""
+    server = ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield s3_light.LightS3(s3_light.Settings(False, '127.0.0.1', server.server_port, False,
+                                                 'us-east-1', None, None, None, False))
+    finally:
+        server.shutdown()
+
+
 @pytest.mark.parametrize('closes', [False, True])
 def test_connections_are_kept_and_a_closed_one_is_replaced(closes) -> None:
     """HTTP/1.1 keep-alive: one connection serves both requests; a kept connection the server
     closed without saying so is replaced once, transparently."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     connections = []
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = 'HTTP/1.1'
-
+    class Handler(_Handler):
         def setup(self) -> None:
             connections.append(1)
             super().setup()
@@ -220,19 +239,55 @@ def test_connections_are_kept_and_a_closed_one_is_replaced(closes) -> None:
             self.wfile.write(b'hello')
             self.close_connection = closes  # Without "Connection: close".
 
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        light = s3_light.LightS3(s3_light.Settings(False, '127.0.0.1', server.server_port,
-                                                   False, 'us-east-1', None, None, None, False))
+    with _light_to(Handler) as light:
         for _ in range(2):
             status, _, response, release = light.request('GET', 'b', 'k', {}, 5.0)
             assert status == 200
             assert b''.join(s3_light.body(response, release, 4096, None,
                                           TransientError)) == b'hello'
         assert len(connections) == (2 if closes else 1)
-    finally:
-        server.shutdown()
+
+
+@pytest.mark.skipif(not s3_light._LOW_WATER, reason='SO_RCVLOWAT is used on Linux only')
+@pytest.mark.parametrize('closes', [False, True])
+def test_a_body_read_with_a_low_water_mark_never_waits_for_bytes_that_do_not_come(closes):
+    """Bodies around the size where the mark is raised arrive whole and on time, sent in pieces
+    smaller than a chunk with pauses between them; the mark is a chunk while the body is long
+    and back at 1 when the connection is returned, so its next answer's headers are read."""
+    import socket
+    import time
+    chunk = 64 << 10
+    edge = 2 * chunk + s3_light.LOW_WATER_MARGIN
+    sizes = [10, chunk, edge - 1, edge, edge + 1, edge + chunk - 3, 5 * chunk + 7]
+    payloads = {str(n): os.urandom(n) for n in sizes}
+
+    class Handler(_Handler):
+        def do_GET(self) -> None:  # noqa: N802
+            data = payloads[self.path.rsplit('/', 1)[1]]
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(data)))
+            self.end_headers()
+            for at in range(0, len(data), 20_000):  # Pieces, each below a chunk, then a pause.
+                self.wfile.write(data[at:at + 20_000])
+                self.wfile.flush()
+                time.sleep(0.002)
+            self.close_connection = closes
+
+    with _light_to(Handler) as light:
+        for name, data in payloads.items():
+            began = time.monotonic()
+            status, _, response, release = light.request('GET', 'b', name, {}, 3.0)
+            assert status == 200
+            sock = response.light_socket
+            marks, got = [], []
+            for piece in s3_light.body(response, release, chunk, None, TransientError):
+                got.append(piece)
+                if sock.fileno() >= 0:
+                    marks.append(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))
+            assert b''.join(got) == data
+            assert time.monotonic() - began < 2.0  # A read that waited would time out (3 s).
+            if len(data) >= edge:
+                assert marks[0] == chunk  # Raised while two chunks and the margin were to come.
+            assert not marks or marks[-1] == 1
+            if not closes:
+                assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1  # Put back.
