@@ -380,8 +380,10 @@ def _seconds(values: list[float]) -> str:
 def _run_note(part: dict[str, Any]) -> str:
     link = part.get('link', "the fleet emulator's")
     load = ', '.join(f'{x:.1f}' for x in part['load'])
+    # The fleet's first batch is a mean (its epochs' spread has two clusters: see docs/plan.md).
+    fleet = ', the first batch a mean' if 'link' not in part else ''
     return (f'`{part["command"]}` ({link} link; run of {part["date"]} UTC, load average after: '
-            f'{load}; medians of {part["repeats"]})')
+            f'{load}; medians of {part["repeats"]}{fleet})')
 
 
 def _draws(row: dict[str, Any]) -> str:
