@@ -31,7 +31,7 @@ from streaming.dataset import handoff
 from streaming.dataset.iteration import shard_chunks
 from streaming.errors import ShardFileError
 from streaming.format.mds.reader import Spans
-from streaming.sources.reader import DecodeAhead, undecoded
+from streaming.sources.reader import DecodeAhead, SourceReader, undecoded
 from streaming.telemetry import WorkerClock
 
 __all__ = ['SampleStream', 'attach_to_fetcher']
@@ -62,6 +62,7 @@ class SampleStream:
         self._ahead: list[tuple[int, np.ndarray, np.ndarray]] = []  # Chunks read ahead.
         self._exhausted = False  # No chunk left to read (some may be ahead).
         self._done = False
+        self._plain: set[int] = set()  # Shards that are not units of data files.
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -151,17 +152,30 @@ class SampleStream:
         # batch order (what np.unique + a stable argsort of its inverse give, in fewer steps).
         order = np.argsort(shards, kind='stable')
         ordered = shards[order]
-        cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-        ids = ordered[np.concatenate(([0], cuts))].tolist()
-        where = np.split(order, cuts) if len(cuts) else [order]
+        bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(order)]
+        ids = ordered[bounds[:-1]].tolist()
+        where = [order[begin:end] for begin, end in zip(bounds, bounds[1:])]
+        ordered_indices = indices[order]
+        picks = [ordered_indices[begin:end] for begin, end in zip(bounds, bounds[1:])]
         # Units of data files (Parquet...) not decoded yet: made ready first, then decoded on
         # several threads ahead of their turn. Other shards are made ready one at a time, as
-        # before (under a tight cache_limit, readying one may evict another).
-        early = {shard_id: self._ready(shard_id) for shard_id in ids
-                 if undecoded(self.cache.shards[shard_id])} if len(ids) > 1 else {}
+        # before (under a tight cache_limit, readying one may evict another). Shards found
+        # not to be such units (MDS...) are remembered: they never become one.
+        plain = self._plain
+        early = {}
+        if len(ids) > 1:
+            shards = self.cache.shards
+            for shard_id in ids:
+                if shard_id in plain:
+                    continue
+                reader = shards[shard_id]
+                if undecoded(reader):
+                    early[shard_id] = self._ready(shard_id)
+                elif not isinstance(reader, SourceReader):
+                    plain.add(shard_id)
         ahead = DecodeAhead([early[shard_id] for shard_id in ids if shard_id in early])
         try:
-            return self._gather(ids, where, indices, spans, early, ahead)
+            return self._gather(ids, where, picks, len(indices), spans, early, ahead)
         finally:
             ahead.close()
 
@@ -175,18 +189,21 @@ class SampleStream:
         clock.add_wait(time.perf_counter() - started)
         return reader
 
-    def _gather(self, ids: list[int], where: list[np.ndarray], indices: np.ndarray,
-                spans: bool, early: dict[int, Any],
+    def _gather(self, ids: list[int], where: list[np.ndarray], picks: list[np.ndarray],
+                count: int, spans: bool, early: dict[int, Any],
                 ahead: DecodeAhead) -> list[dict[str, Any]] | None:
+        """Per shard ``ids[k]``: its samples ``picks[k]``, at batch positions ``where[k]``."""
         groups = []
-        for shard_id, positions in zip(ids, where):
-            reader = early[shard_id] if shard_id in early else self._ready(shard_id)
-            ahead.wait(reader)
+        for shard_id, positions, picked in zip(ids, where, picks):
+            if early:
+                reader = early[shard_id] if shard_id in early else self._ready(shard_id)
+                ahead.wait(reader)
+            else:
+                reader = self._ready(shard_id)
             gather = getattr(reader, 'gather_columns', None)
             try:
                 columns = None if gather is None else \
-                    gather(indices[positions], spans=True) if spans else \
-                    gather(indices[positions])
+                    gather(picked, spans=True) if spans else gather(picked)
             except FileNotFoundError:  # Evicted under us: the per-sample path retries.
                 self.cache.forget(shard_id)
                 return None
@@ -197,11 +214,11 @@ class SampleStream:
                 return None
             groups.append((positions, columns))
         first = groups[0][1]
-        if any(list(columns) != list(first) or
-               any(type(columns[name]) is not type(value) for name, value in first.items())
+        names, kinds = first.keys(), tuple(map(type, first.values()))
+        if any(columns.keys() != names or tuple(map(type, columns.values())) != kinds
                for _, columns in groups[1:]):
             return None  # Streams with different columns: let collate see whole samples.
-        return [_merge(groups, len(indices))]
+        return [_merge(groups, count)]
 
 
 def _merge(groups: list[tuple[np.ndarray, dict[str, Any]]], count: int) -> dict[str, Any]:

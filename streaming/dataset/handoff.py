@@ -54,20 +54,39 @@ def enabled() -> bool:
 class Scattered:
     """A ``bytes`` column of a batch, still in the shards' maps.
 
-    Per shard, the ``Spans`` of its samples and their positions in the batch.
+    Per shard, the ``Spans`` of its samples and their positions in the batch. A shuffled batch
+    of small samples draws on nearly as many shards as it has samples: the parts are joined
+    into flat arrays once, so sizing and copying cost a few numpy calls per batch, not per shard.
     """
 
     def __init__(self, parts: list[tuple[Spans, np.ndarray]], count: int) -> None:
         self.parts = parts
         self.count = count
         self._sizes: np.ndarray | None = None
+        self._flat: tuple[np.ndarray, ...] | None = None
+
+    def _joined(self) -> tuple[np.ndarray, ...]:
+        """(positions, starts, stops, part of each value), over all parts, part after part."""
+        if self._flat is None:
+            parts = self.parts
+            if len(parts) == 1:
+                spans, positions = parts[0]
+                self._flat = (positions, spans.starts, spans.stops,
+                              np.zeros(len(positions), np.intp))
+            else:
+                self._flat = (np.concatenate([positions for _, positions in parts]),
+                              np.concatenate([spans.starts for spans, _ in parts]),
+                              np.concatenate([spans.stops for spans, _ in parts]),
+                              np.repeat(np.arange(len(parts)),
+                                        [len(positions) for _, positions in parts]))
+        return self._flat
 
     def sizes(self) -> np.ndarray:
         """Each value's length, in batch order (computed once: ``pack`` asks twice)."""
         if self._sizes is None:
+            positions, starts, stops, _ = self._joined()
             sizes = np.empty(self.count, np.int64)
-            for spans, positions in self.parts:
-                sizes[positions] = spans.stops - spans.starts
+            sizes[positions] = stops.astype(np.int64) - starts
             self._sizes = sizes
         return self._sizes
 
@@ -80,13 +99,14 @@ class Scattered:
 
     def copy_into(self, view: memoryview, offsets: np.ndarray) -> None:
         """Copy value ``i`` to ``view[offsets[i]:offsets[i + 1]]``."""
-        for spans, positions in self.parts:
-            source = memoryview(spans.data)
-            try:
-                for start, stop, at in zip(spans.starts.tolist(), spans.stops.tolist(),
-                                           offsets[positions].tolist()):
-                    view[at:at + stop - start] = source[start:stop]
-            finally:
+        positions, starts, stops, part_of = self._joined()
+        sources = [memoryview(spans.data) for spans, _ in self.parts]
+        try:
+            for part, start, stop, at in zip(part_of.tolist(), starts.tolist(), stops.tolist(),
+                                             offsets[positions].tolist()):
+                view[at:at + stop - start] = sources[part][start:stop]
+        finally:
+            for source in sources:
                 source.release()
 
 

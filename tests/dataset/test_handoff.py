@@ -10,11 +10,13 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
@@ -22,6 +24,7 @@ from torch.utils.data import DataLoader, default_collate
 from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
 from streaming.coord import ring
 from streaming.dataset import handoff
+from streaming.dataset.batches import SampleStream
 from tests.dataset.test_batches import _equal
 
 pytestmark = pytest.mark.filterwarnings('ignore:.*pin_memory')  # No accelerator: a no-op.
@@ -252,3 +255,31 @@ def test_an_exited_worker_not_yet_reaped_counts_as_dead() -> None:
     finally:
         child.wait()
     assert not ring._is_alive(child.pid)
+
+
+def test_a_batch_from_a_shard_per_sample_packs_in_batch_order(tmp_path) -> None:
+    """Small samples in tiny shards (the many-small-shards case): a shuffled batch draws on
+    nearly one shard per sample, and some shards twice. Packed into this process's ring as a
+    worker packs it and rebuilt as the main process rebuilds it, it equals the default collate
+    of the samples read one by one, value for value and in batch order."""
+    out = str(tmp_path / 'small')
+    with MDSWriter(out=out, columns={'id': 'int', 'text': 'str', 'tokens': 'bytes'},
+                   size_limit=9_000) as writer:
+        for i in range(400):
+            writer.write({'id': i, 'text': 'é' * (i % 5) + str(i),
+                          'tokens': os.urandom(2_048 + 37 * (i % 50))})
+    dataset = StreamingDataset(local=out, batch_size=40, shuffle=True)
+    assert dataset.num_shards >= 100
+    ids = np.random.default_rng(7).permutation(dataset.num_samples)
+    stream = SampleStream(ids, dataset.sample_offset_per_shard, dataset.cache,
+                          dataset.get_item, True, None)
+    for _ in range(10):
+        shards, indices = stream.take(40)
+        assert len(np.unique(shards)) > 20  # Most samples come from a shard of their own.
+        runs = stream.gather(shards, indices, spans=True)
+        packed = handoff.pack(runs, False)
+        assert packed.slot is not None  # Over RING_MIN_BYTES: through the ring.
+        batch = pickle.loads(pickle.dumps(packed))
+        samples = [dataset[int(dataset.sample_offset_per_shard[s]) + i]
+                   for s, i in zip(shards.tolist(), indices.tolist())]
+        _equal(batch, default_collate(samples))

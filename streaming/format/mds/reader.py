@@ -152,7 +152,10 @@ class MDSReader(SingleFileShardReader):
         for every sample of the shard, once (``_layout_table``), so that a shard that a
         shuffled epoch visits batch after batch costs a few indexing operations per batch.
         """
-        if not set(self.column_encodings) <= _GATHERED or not len(indices):
+        gatherable = getattr(self, '_gatherable', None)  # (Unpickled from an older state: None.)
+        if gatherable is None:
+            gatherable = self._gatherable = set(self.column_encodings) <= _GATHERED
+        if not gatherable or not len(indices):
             return None
         data = (self._maps or self._open())[0]
         table = getattr(self, '_layout_table', None)  # (Unpickled from an older state: None.)
