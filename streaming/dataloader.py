@@ -10,6 +10,11 @@ from typing import Any, Callable, Iterator, NamedTuple
 import torch
 from torch.utils.data import BatchSampler, DataLoader
 
+try:  # The sampler torch gives an IterableDataset; a torch without it keeps its own batches.
+    from torch.utils.data.dataloader import _InfiniteConstantSampler
+except ImportError:
+    _InfiniteConstantSampler = None
+
 from streaming.dataset.dataset import StreamingDataset
 from streaming.dataset.handoff import release_dead_workers
 from streaming.telemetry import LoaderStats
@@ -58,14 +63,6 @@ class _CountingCollate:
         return _Counted(count, batch)
 
 
-def _infinite_constant_sampler() -> type | None:
-    try:
-        from torch.utils.data.dataloader import _InfiniteConstantSampler
-    except ImportError:  # A torch without it: keep its own batch sampler.
-        return None
-    return _InfiniteConstantSampler
-
-
 class _ConstantBatches:
     """The batch "indices" of an ``IterableDataset``: ``[None] * batch_size``, forever.
 
@@ -110,7 +107,7 @@ class StreamingDataLoader(DataLoader):
     def _index_sampler(self) -> Any:
         sampler = super()._index_sampler
         if type(sampler) is BatchSampler and \
-                type(sampler.sampler) is _infinite_constant_sampler():
+                type(sampler.sampler) is _InfiniteConstantSampler:
             return _ConstantBatches(sampler.batch_size)
         return sampler
 

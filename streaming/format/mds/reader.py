@@ -109,7 +109,9 @@ class MDSReader(SingleFileShardReader):
         self._plan, self._sizes_struct = _decode_plan(tuple(column_names),
                                                       tuple(column_encodings),
                                                       tuple(column_sizes))
-        # (the map it was read from, the layout of every sample) for gather_columns.
+        # Whether gather_columns can read these columns at once, and (the map it was read
+        # from, the layout of every sample) for it.
+        self._gatherable = set(column_encodings) <= _GATHERED
         self._layout_table: tuple[Any, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -152,13 +154,10 @@ class MDSReader(SingleFileShardReader):
         for every sample of the shard, once (``_layout_table``), so that a shard that a
         shuffled epoch visits batch after batch costs a few indexing operations per batch.
         """
-        gatherable = getattr(self, '_gatherable', None)  # (Unpickled from an older state: None.)
-        if gatherable is None:
-            gatherable = self._gatherable = set(self.column_encodings) <= _GATHERED
-        if not gatherable or not len(indices):
+        if not self._gatherable or not len(indices):
             return None
         data = (self._maps or self._open())[0]
-        table = getattr(self, '_layout_table', None)  # (Unpickled from an older state: None.)
+        table = self._layout_table
         if table is None or table[0] is not data:  # The first call on this map.
             self._layout_table = (data, _FIRST_CALL)
             return _columns(data, self._layout(data, indices), None, spans)
