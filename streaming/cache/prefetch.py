@@ -65,13 +65,14 @@ logger = logging.getLogger(__name__)
 
 MAX_WORKERS = 64  # Workers per rank whose progress is tracked (more are not waited for).
 _DONE = 1 << 62
-# The plan: [generation, epoch, sample_in_epoch, workers, generation whose walk is complete].
-_GEN, _EPOCH, _START, _WORKERS, _COMPLETE = range(5)
+# The plan: [generation, epoch, sample_in_epoch, workers, generation whose walk is complete,
+# the time it was published (monotonic ns: the base of its shards' eviction marks)].
+_GEN, _EPOCH, _START, _WORKERS, _COMPLETE, _PUBLISHED_NS = range(6)
 
 
 def prefetch_arrays(local_world_size: int) -> dict[str, tuple[str, tuple]]:
     """The shared arrays the node's schedule needs, for the ``SharedDir`` to create."""
-    return {'prefetch_plan': ('int64', (5,)),
+    return {'prefetch_plan': ('int64', (6,)),
             'prefetch_progress': ('int64', (local_world_size, MAX_WORKERS)),
             'download_pacing': ('float64', (PACING_FIELDS,))}
 
@@ -125,7 +126,6 @@ class NodePrefetch:
         self._start_lock = threading.Lock()
         self.sizes = cache.max_sizes()
         self.budget = cache.budget()
-        self.mark_base = time.monotonic_ns()  # Set again as each plan begins (see ``fetch``).
 
     def __reduce__(self) -> tuple:
         return (_absent, ())  # Per process: a spawned worker builds its own.
@@ -138,6 +138,7 @@ class NodePrefetch:
             if plan[_GEN] == 0 or (plan[_EPOCH], plan[_START]) != (epoch, sample_in_epoch):
                 self.shared.array('prefetch_progress')[:] = 0
                 plan[_EPOCH], plan[_START], plan[_WORKERS] = epoch, sample_in_epoch, workers
+                plan[_PUBLISHED_NS] = time.monotonic_ns()
                 plan[_GEN] += 1
             else:
                 plan[_WORKERS] = max(int(plan[_WORKERS]), workers)
@@ -186,8 +187,9 @@ class NodePrefetch:
             return
         with in_parts(parts):
             cache.prepare(shard, blocking=False)
-        # ``mark_base`` is the plan's: a later plan's marks are above an earlier one's.
-        cache.mark_ahead(shard, first_use, self.mark_base)
+        # The base is the plan's, the same in every process and for every fetch of the plan
+        # (whoever runs it, whenever its schedule begins); a later plan's marks are above.
+        cache.mark_ahead(shard, first_use, int(self.shared.array('prefetch_plan')[_PUBLISHED_NS]))
 
 
 def _absent() -> None:
@@ -247,7 +249,6 @@ class _Schedule:
         self.generation = int(plan[_GEN])
         self.epoch, self.start = int(plan[_EPOCH]), int(plan[_START])
         order = owner.order_for(self.epoch, self.start, int(plan[_WORKERS]) or 1)
-        owner.mark_base = time.monotonic_ns()
         # Last uses only matter to a cache that evicts.
         self.walk = EpochWalk(order, owner.shard_starts, len(owner.sizes), owner.cache.evicts)
         self.ahead: deque[tuple[int, int]] = deque()  # (first use, bytes) fetched ahead.

@@ -143,10 +143,15 @@ def test_growth_speeds_up_only_once_the_store_has_refused_nothing_for_a_while() 
     pacer.throttled()
     cut_at, rates = clock.now, [pacer.rate]
     plain = Pacer.GROWTH * rates[0] + Pacer.MIN_STEP  # The step right after the cut.
-    while clock.now < cut_at + Pacer.PROBE_AFTER:  # Requests queue for turns, no refusal.
+    # Requests queue for turns, no refusal. The rate is read at the last turn inside the calm
+    # window: the jittered turn after it may land past PROBE_AFTER, where the step doubles.
+    calm_at, calm_rate = cut_at, rates[0]
+    while clock.now < cut_at + Pacer.PROBE_AFTER:
         pacer.wait_turn()
-    calm_gain = pacer.rate - rates[0]
-    assert 0 < calm_gain <= plain * Pacer.PROBE_AFTER * 1.05, (calm_gain, plain)
+        if clock.now <= cut_at + Pacer.PROBE_AFTER:
+            calm_at, calm_rate = clock.now, pacer.rate
+    calm_gain = calm_rate - rates[0]
+    assert 0 < calm_gain <= plain * (calm_at - cut_at) * 1.05, (calm_gain, plain, calm_at - cut_at)
     rates.append(pacer.rate)
     for intervals in range(1, Pacer.PROBE_DOUBLINGS + 3):
         while clock.now < cut_at + Pacer.PROBE_AFTER + intervals * Pacer.PROBE:
