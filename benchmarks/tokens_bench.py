@@ -47,40 +47,14 @@ import json
 import logging
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.tokens_common import HERE, MIB, median, point_s3_at, serve, stop, write_shards  # noqa: E402
 from streaming.util import bytes_to_int  # noqa: E402
-
-MIB = 1 << 20
-
-
-def serve(root: str, per_connection: int, aggregate: int) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, os.path.join(HERE, 'tokens_server.py'), root,
-                             str(per_connection), str(aggregate)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    return proc, proc.stdout.readline().strip()  # type: ignore[union-attr]
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.stdin.close()  # type: ignore[union-attr]
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-def point_s3_at(url: str) -> None:
-    os.environ.update(S3_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID='bench', AWS_SECRET_ACCESS_KEY='bench',
-                      AWS_DEFAULT_REGION='us-east-1')
-    from streaming.storage import registry
-    registry._instances.clear()
 
 
 def random_file(path: str, size: int) -> None:
@@ -90,10 +64,6 @@ def random_file(path: str, size: int) -> None:
             block = os.urandom(min(left, 64 * MIB))
             f.write(block)
             left -= len(block)
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float('nan')
 
 
 # ---- download ---------------------------------------------------------------------------------
@@ -166,24 +136,12 @@ class _Captured(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _write_shards(root: str, shard_bytes: int, seq_len: int) -> None:
-    import numpy as np
-
-    from streaming.tokens.writer import TokenShardWriter
-    per = shard_bytes // 4 // seq_len * seq_len
-    rng = np.random.default_rng(0)
-    with TokenShardWriter(root, seq_len=seq_len, shard_tokens=per, ids=True) as writer:
-        for _ in range(3):
-            for start in range(0, per, 4 * MIB):
-                writer.write(rng.integers(0, 200_000, min(4 * MIB, per - start), np.uint32))
-
-
 def bench_swap(args: argparse.Namespace, scratch: str) -> dict:
     import numpy as np
 
     from streaming.tokens import ShardRotation, list_shards
     root = os.path.join(scratch, 'shards')
-    _write_shards(root, bytes_to_int(args.shard_size), args.seq_len)
+    write_shards(root, bytes_to_int(args.shard_size), args.seq_len)
     per, aggregate = bytes_to_int(args.per_connection), bytes_to_int(args.aggregate)
     proc, url = serve(root, per, aggregate)
     point_s3_at(url)

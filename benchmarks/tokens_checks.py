@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks.tokens_bench import MIB, _write_shards, median
+from benchmarks.tokens_common import MIB, median, write_shards
 from streaming.util import bytes_to_int
 
 
@@ -23,7 +23,7 @@ def bench_verify(args: argparse.Namespace, scratch: str) -> dict:
     from streaming.tokens import verify as verify_module
     from streaming.tokens.format import read_npy_layout
     root = os.path.join(scratch, 'verify-remote')
-    _write_shards(root, bytes_to_int(args.shard_size), args.seq_len)
+    write_shards(root, bytes_to_int(args.shard_size), args.seq_len)
     shards, _ = list_shards(root)
     path, ids = os.path.join(root, shards[0].tokens_name), os.path.join(root, shards[0].ids_name)
     layout = read_npy_layout(path)
@@ -138,7 +138,7 @@ def bench_mix(args: argparse.Namespace, scratch: str) -> dict:
     sources = {}
     for name in ('web', 'code', 'math'):
         root = os.path.join(scratch, f'mix-{name}')
-        _write_shards(root, bytes_to_int(args.shard_size), args.seq_len)
+        write_shards(root, bytes_to_int(args.shard_size), args.seq_len)
         shards, _ = list_shards(root)
         sources[name] = ShardRotation(shards, os.path.join(scratch, f'mix-local-{name}'),
                                       seq_len=args.seq_len, keep=None, prefetch=0, world=world)

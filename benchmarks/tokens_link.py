@@ -26,7 +26,7 @@ import shutil
 import statistics
 import time
 
-from benchmarks.tokens_bench import HERE, MIB, point_s3_at, serve, stop
+from benchmarks.tokens_common import HERE, MIB, point_s3_at, serve, stop
 from streaming.util import bytes_to_int
 
 __all__ = ['bench_link_download', 'cached_npy']
