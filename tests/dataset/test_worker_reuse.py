@@ -152,3 +152,17 @@ def test_the_users_choices_are_left_alone(ids_dir, monkeypatch) -> None:
     assert all(_alive(pid) for pid in pids) and os.getpid() not in pids
     epochs, after = _epochs(loader, 1)
     assert after[0] == pids
+
+
+def test_a_resume_point_loaded_between_whole_epochs_reaches_kept_workers(ids_dir) -> None:
+    loader = _loader(ids_dir)
+    epoch = []
+    for step, batch in enumerate(loader):
+        epoch.extend(batch['id'].tolist())
+        if step == 2:
+            state = loader.state_dict()  # After 24 samples; the epoch goes on to its end.
+    pids = _worker_pids(loader)
+    loader.load_state_dict(state)
+    resumed = [i for batch in loader for i in batch['id'].tolist()]
+    assert _worker_pids(loader) == pids  # The same workers read the resumed epoch.
+    assert resumed == epoch[24:]
