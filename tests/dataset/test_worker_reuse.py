@@ -14,6 +14,7 @@ import pytest
 from torch.utils.data import get_worker_info
 
 from streaming import StreamingDataLoader, StreamingDataset
+from streaming.coord.shared_dir import start_time
 from streaming.dataset import handoff
 from tests.dataset.conftest import write_ids
 
@@ -30,17 +31,15 @@ def _loader(path: str, **kwargs) -> StreamingDataLoader:
     return StreamingDataLoader(dataset, batch_size=8, num_workers=2, **kwargs)
 
 
-def _worker_pids(loader: StreamingDataLoader) -> list[int]:
-    return [worker.pid for worker in loader._iterator._workers]
+def _worker_pids(loader: StreamingDataLoader) -> list[tuple[int, str | None]]:
+    """The loader's workers: (pid, start time), which a reused pid does not match."""
+    return [(worker.pid, start_time(worker.pid)) for worker in loader._iterator._workers]
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (an exited, unreaped worker does not)."""
-    try:
-        with open(f'/proc/{pid}/stat') as stat:
-            return stat.read().rsplit(')', 1)[1].split()[0] != 'Z'
-    except FileNotFoundError:
-        return False
+def _alive(worker: tuple[int, str | None]) -> bool:
+    """Whether that worker runs (an exited, unreaped one does not)."""
+    pid, started = worker
+    return started is not None and start_time(pid) == started
 
 
 def _epochs(loader: StreamingDataLoader, count: int) -> tuple[list[list[int]], list]:
@@ -57,7 +56,7 @@ def test_whole_epochs_keep_the_workers_and_the_samples(ids_dir, tmp_path) -> Non
     assert kept.persistent_workers
     epochs, pids = _epochs(kept, 3)
     assert pids[0] is not None and pids[0] == pids[1] == pids[2]  # The same two processes.
-    assert all(_alive(pid) for pid in pids[0])
+    assert all(_alive(worker) for worker in pids[0])
     assert all(sorted(ids) == list(range(SAMPLES)) for ids in epochs)
     assert len({tuple(ids) for ids in epochs}) == 3  # A new order every epoch.
     assert handoff.mapped_rings() == 0  # Each epoch's last batches let the rings go.
@@ -82,7 +81,7 @@ def test_a_broken_off_epoch_lets_its_workers_go(ids_dir) -> None:
         if step == 2:
             break
     assert loader._iterator is None
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(_alive(worker) for worker in pids)
     assert handoff.mapped_rings() == 0
     # Resumed from where it stopped, by new workers; then whole epochs go on as usual.
     loader.load_state_dict(loader.state_dict())
@@ -112,7 +111,7 @@ def test_a_rebound_dataset_attribute_gets_fresh_workers(ids_dir) -> None:
     second, new_pids = _epochs(loader, 1)
     assert sorted(second[0]) == list(range(10_000, 10_000 + SAMPLES))
     assert set(new_pids[0]).isdisjoint(pids[0])
-    assert not any(_alive(pid) for pid in pids[0])
+    assert not any(_alive(worker) for worker in pids[0])
 
 
 def test_two_iterations_at_once_equal_fresh_workers(ids_dir, tmp_path) -> None:
@@ -149,7 +148,8 @@ def test_the_users_choices_are_left_alone(ids_dir, monkeypatch) -> None:
         if step == 1:
             break
     pids = _worker_pids(loader)
-    assert all(_alive(pid) for pid in pids) and os.getpid() not in pids
+    assert all(_alive(worker) for worker in pids)
+    assert os.getpid() not in [pid for pid, _ in pids]
     epochs, after = _epochs(loader, 1)
     assert after[0] == pids
 
