@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NamedTuple
@@ -78,15 +80,68 @@ class _ConstantBatches:
         return itertools.repeat(self.batch)
 
 
+def _reuses_workers(args: tuple, kwargs: dict[str, Any]) -> bool:
+    """Whether a loader made with these arguments keeps its workers between whole epochs.
+
+    Only over a ``StreamingDataset``, with workers, no ``worker_init_fn`` and
+    ``persistent_workers`` not chosen (see ``StreamingDataLoader``);
+    ``STREAMING_REUSE_WORKERS=0`` turns it off.
+    """
+    if os.environ.get('STREAMING_REUSE_WORKERS', '1') == '0':
+        return False
+    try:
+        bound = _LOADER_SIGNATURE.bind(None, *args, **kwargs).arguments
+    except TypeError:  # torch reports the bad arguments itself.
+        return False
+    return (isinstance(bound.get('dataset'), StreamingDataset) and
+            (bound.get('num_workers') or 0) > 0 and bound.get('worker_init_fn') is None and
+            'persistent_workers' not in bound)
+
+
+_LOADER_SIGNATURE = inspect.signature(DataLoader.__init__)
+
+
+def _attributes(dataset: Any) -> dict[str, int]:
+    """Which object each attribute of ``dataset`` is bound to (to see one rebound)."""
+    return {name: id(value) for name, value in vars(dataset).items()}
+
+
+def _shut_down(iterator: Any) -> None:
+    """Stop ``iterator``'s workers and reap them."""
+    shutdown = getattr(iterator, '_shutdown_workers', None)
+    if shutdown is None:
+        return
+    shutdown()
+    # torch terminates a worker that does not stop at once without reaping it; an unreaped
+    # worker still looks alive, and its ring would stay mapped.
+    for worker in getattr(iterator, '_workers', ()):
+        worker.join(timeout=5)
+
+
 class StreamingDataLoader(DataLoader):
     """A DataLoader that counts the samples it yields, so ``state_dict()`` can resume mid-epoch.
 
     Samples are counted as the collate function receives them, so the count is right whatever
     ``collate_fn`` returns (``collate_fn=list`` included).
+
+    Over a ``StreamingDataset`` with workers, no ``worker_init_fn`` and ``persistent_workers``
+    left unset, the workers of an epoch read to its end serve the next epoch too (torch's
+    ``persistent_workers``) instead of being forked again: starting a pair of workers costs
+    about as much as reading a few hundred MB (docs/dataset.md, "Workers kept between
+    epochs"). The dataset coordinates epochs and resumption through the node's shared
+    directory, so the samples are the same either way. Fresh workers are started as before
+    when an epoch was broken off (or failed), when an attribute of the dataset was rebound
+    since the workers were made, and for a second iteration started while one is running.
     """
 
     def __init__(self, *args: Any, log_every: int | None = None, **kwargs: Any) -> None:
+        reuse = _reuses_workers(args, kwargs)
+        if reuse:
+            kwargs['persistent_workers'] = True
         super().__init__(*args, **kwargs)
+        self._reuse_workers = reuse
+        self._workers_saw: dict[str, int] | None = None  # The dataset when they were made.
+        self._running = 0  # Iterations started and not ended.
         self.num_samples_yielded = 0
         # Data-stall telemetry (streaming.telemetry); log_every=N logs a line every N steps.
         self.stats = LoaderStats(self.num_workers, log_every)
@@ -111,10 +166,25 @@ class StreamingDataLoader(DataLoader):
             return _ConstantBatches(sampler.batch_size)
         return sampler
 
+    def _iterator_for_epoch(self) -> tuple[Any, bool]:
+        """The torch iterator for this epoch, and whether its workers are kept after it."""
+        if not self._reuse_workers:
+            return super().__iter__(), False
+        if self._running:  # Another iteration uses the kept workers: fresh ones for this one.
+            return self._get_iterator(), False
+        if self._iterator is not None and _attributes(self.dataset) != self._workers_saw:
+            _shut_down(self._iterator)  # Their copy of the dataset is out of date.
+            self._iterator = None
+        if self._iterator is None:
+            self._workers_saw = _attributes(self.dataset)
+        return super().__iter__(), True
+
     def __iter__(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
-        iterator = super().__iter__()
+        iterator, keep = self._iterator_for_epoch()
+        self._running += 1
         batches = self.stats.timed(iterator)
+        whole = False
         try:
             for batch in batches:
                 if isinstance(batch, _Counted):
@@ -124,18 +194,20 @@ class StreamingDataLoader(DataLoader):
                     # Without automatic batching (batch_size=None) every item is one sample.
                     self.num_samples_yielded += _batch_len(batch) if self._auto_collation else 1
                     yield batch
+            whole = True
         finally:
-            # Ended, broken off or failed: non-persistent workers are shut down now (as torch
-            # does when its iterator goes, which a traceback may delay), then the maps of the
-            # shared memory they sent batches through (streaming.dataset.handoff) let go.
+            # Ended, broken off or failed: non-persistent workers (and kept ones, unless the
+            # epoch was read to its end) are shut down now (as torch does when its iterator
+            # goes, which a traceback may delay), then the maps of the shared memory they sent
+            # batches through (streaming.dataset.handoff) let go.
+            self._running -= 1
             batches.close()
-            shutdown = getattr(iterator, '_shutdown_workers', None)
-            if not self.persistent_workers and shutdown is not None:
-                shutdown()
-                # torch terminates a worker that does not stop at once without reaping it; an
-                # unreaped worker still looks alive, and its ring would stay mapped.
-                for worker in getattr(iterator, '_workers', ()):
-                    worker.join(timeout=5)
+            if self._reuse_workers and not (keep and whole):
+                _shut_down(iterator)
+                if keep:
+                    self._iterator = None
+            elif not self.persistent_workers:
+                _shut_down(iterator)
             del batches, iterator
             release_dead_workers()
 
