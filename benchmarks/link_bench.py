@@ -207,6 +207,11 @@ COMMANDS = {
     'link-cpu-same-region-rcvlowat.json': '--profiles same-region --repeats 3 --timeout 300',
     'link-cpu-same-region-load2-rcvlowat.json': '--profiles same-region --repeats 3 '
                                                 '--timeout 300 --competing-load 2',
+    # The same two with preallocated files and ISA-L's CRC32; CPU without the harness's
+    # gc.collect() (the figure with it in brackets).
+    'link-cpu-same-region-fallocate.json': '--profiles same-region --repeats 3 --timeout 300',
+    'link-cpu-same-region-load2-fallocate.json': '--profiles same-region --repeats 3 '
+                                                 '--timeout 300 --competing-load 2',
 }
 
 
