@@ -23,13 +23,18 @@ CASES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cases')
 
 
 def _worker_env(impl: str) -> dict[str, str]:
-    """The environment of a case worker: no inherited PYTHONPATH (see the module docstring).
+    """The environment of a case worker: no inherited PYTHONPATH (see the module docstring),
+    bytecode cached.
 
     ``STREAMING_BENCH_SRC=/path/to/checkout`` puts that checkout first on the path of OUR
     implementation's workers only, to benchmark a branch or worktree instead of the editable
     install; the reference and LitData workers never see it.
     """
-    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
+    # PYTHONDONTWRITEBYTECODE is dropped too: an installed package runs from cached bytecode,
+    # while a checkout without it compiles every module it imports in every run (inside the
+    # clock for the modules a loader imports lazily).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('PYTHONPATH', 'PYTHONHOME', 'PYTHONDONTWRITEBYTECODE')}
     source = os.environ.get('STREAMING_BENCH_SRC')
     if source and impl == OURS:
         env['PYTHONPATH'] = os.path.abspath(source)

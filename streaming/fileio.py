@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from typing import BinaryIO, Iterator
+import sys
+from typing import Any, BinaryIO, Iterator
 
-__all__ = ['TEMP_SUFFIX', 'atomic_open', 'atomic_write', 'create_temp', 'file_etag', 'publish',
-           'remove_quietly']
+__all__ = ['TEMP_SUFFIX', 'atomic_open', 'atomic_write', 'create_temp', 'file_etag', 'preallocate',
+           'publish', 'remove_quietly']
 
 # Every temporary file ends with this suffix, so cleaners can recognise abandoned ones.
 TEMP_SUFFIX = '.tmp'
@@ -39,6 +40,43 @@ def create_temp(path: str, mode: int = 0o644) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f'Could not create a temporary file beside {path}.')
+
+
+_FALLOC_FL_KEEP_SIZE = 1
+_fallocate: Any = None  # libc's fallocate, False where there is none (see ``load_preallocate``).
+
+
+def load_preallocate() -> bool:
+    """Look up libc's ``fallocate`` now (Linux; ``preallocate`` is a no-op elsewhere).
+
+    Called by the thread that builds a dataset, so that download threads never do the first
+    import of ``ctypes`` (``streaming.cache.preload``). Returns whether it is available.
+    """
+    global _fallocate
+    if _fallocate is None:
+        _fallocate = False
+        if sys.platform.startswith('linux'):
+            try:
+                import ctypes
+                function = ctypes.CDLL(None, use_errno=True).fallocate
+                function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+                function.restype = ctypes.c_int
+                _fallocate = function
+            except (OSError, AttributeError, ImportError):
+                pass
+    return bool(_fallocate)
+
+
+def preallocate(fd: int, size: int | None) -> bool:
+    """Reserve disk blocks for the first ``size`` bytes of ``fd`` before they are written.
+
+    ``fallocate`` with ``FALLOC_FL_KEEP_SIZE``: the file's size stays what its writes make it, so
+    a short download still reads as short. On ext4 a write into blocks reserved up front costs
+    the writer a fraction of one that allocates page by page (delayed allocation; figures in
+    docs/benchmarks.md, issue 31). Best effort: without it, or if it fails (a full disk then
+    fails the writes, as before), the file is as it was. Returns whether the blocks are reserved.
+    """
+    return bool(size) and load_preallocate() and _fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, size) == 0
 
 
 def publish(temp_path: str, path: str) -> None:

@@ -282,17 +282,26 @@ def job_cpu_s() -> float:
     return total + sum(_proc_cpu_s(pid) for pid in _descendants(os.getpid()))
 
 
-def settle_children(timeout: float = 10.0) -> None:
+def settle_children(timeout: float = 10.0) -> float:
     """Collect garbage (an iterator's ``__del__`` joins its DataLoader workers) and wait up to
-    ``timeout`` seconds for this process's children to exit, so that their CPU is final."""
+    ``timeout`` seconds for this process's children to exit, so that their CPU is final.
+
+    Returns the CPU seconds this process spent in that full collection: the harness's, not the
+    loader's: a training loop never calls ``gc.collect()``, and with torch imported one pass over
+    the heap is a visible part of a short epoch's CPU (see docs/benchmarks.md, issue 31).
+    """
     import gc
+    before = resource.getrusage(resource.RUSAGE_SELF)
     gc.collect()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    collection = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         alive = [pid for pid in _proc_children(os.getpid()) if not _is_zombie(pid)]
         if not alive:
-            return
+            return collection
         time.sleep(0.05)
+    return collection
 
 
 def _is_zombie(pid: int) -> bool:

@@ -5,10 +5,10 @@ deadlocks as soon as it imports that module itself: the child gets the lock held
 thread that would release it. The node's schedule (``streaming.cache.prefetch``) starts its
 threads when the dataset is built, before workers are forked, and its downloads use modules that
 are imported on first use: ``numpy.random`` (the epoch's order), the codecs of compressed shards,
-the checksum of ``validate_hash``, the storage SDK and what its client imports when built. The
-dataset's constructor imports all of them (``preload_for_downloads``) before any such thread
-exists, so those threads never do a first import (tests/dataset/test_first_imports.py checks it
-with an audit hook).
+the checksum of ``validate_hash``, ``ctypes`` (``fileio.preallocate``), the storage SDK and what
+its client imports when built. The dataset's constructor imports all of them
+(``preload_for_downloads``) before any such thread exists, so those threads never do a first
+import (tests/dataset/test_first_imports.py checks it with an audit hook).
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ def preload_for_downloads(streams: Sequence[CachedStream]) -> None:
     """
     import numpy.random  # noqa: F401 - numpy imports it lazily, on first use.
 
+    from streaming.fileio import load_preallocate
     from streaming.format.compression import import_installed_codecs
     from streaming.storage import get_backend
     import_installed_codecs()
+    load_preallocate()  # Downloads reserve their files' blocks through ctypes.
     for stream in streams:
         if stream.validate_hash:
             _quietly(importlib.import_module,

@@ -25,7 +25,7 @@ import shutil
 from dataclasses import dataclass, replace
 from typing import Iterator
 
-from streaming.fileio import create_temp, remove_quietly
+from streaming.fileio import create_temp, preallocate, remove_quietly
 from streaming.storage.errors import CorruptDownloadError, DiskFullError, DownloadError
 from streaming.storage.objects import ObjectInfo, ObjectStore
 from streaming.storage.pacing import PACER
@@ -127,6 +127,7 @@ def download_in_one_get(backend: ObjectStore, url: str, path: str, size: int | N
     """One streamed GET into a temporary file beside ``path``, then check and rename."""
     fd, temp = create_temp(path)
     try:
+        preallocate(fd, size)
         run_watched(read_range_into(backend, url, fd, 0, None, timeout, None), 'get', timeout)
         os.close(fd)
         fd = -1

@@ -13,7 +13,7 @@ import os
 import shutil
 from typing import Callable
 
-from streaming.fileio import atomic_write, create_temp, remove_quietly
+from streaming.fileio import atomic_write, create_temp, preallocate, remove_quietly
 from streaming.storage.errors import DiskFullError
 from streaming.storage.meter import METER
 from streaming.storage.objects import ObjectInfo, ObjectStore
@@ -103,6 +103,7 @@ class PartialDownload:
             # ext4, closing a file truncated to zero flushes all its dirty pages at once.
             os.ftruncate(self.fd, 0)
         os.ftruncate(self.fd, info.size or 0)
+        preallocate(self.fd, info.size)  # The holes the parts will fill.
 
     def _key(self) -> dict[str, object]:
         return {'url': redact(self.url), 'size': self.info.size, 'etag': self.info.etag,

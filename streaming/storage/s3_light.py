@@ -16,7 +16,9 @@ environment, so that nothing boto3 would resolve differently is involved:
 Anything else, ``STREAMING_S3_CLIENT=boto3``, or a redirect (a bucket in another region) goes
 through boto3, as before. Like boto3's default (``when_supported``), a whole-object GET asks for
 the object's checksum and checks a CRC32, SHA-1 or SHA-256 one
-(``AWS_RESPONSE_CHECKSUM_VALIDATION=when_required`` turns that off). Connections are kept per
+(``AWS_RESPONSE_CHECKSUM_VALIDATION=when_required`` turns that off); the CRC32 is ISA-L's
+(``isal``, the ``fast-crc`` extra: about 4x zlib's speed, the same values) where it is
+installed, zlib's otherwise. Connections are kept per
 process (never shared across ``fork``) and per host; a kept connection the server has closed is
 replaced once, before any byte of the answer.
 """
@@ -37,6 +39,11 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 from urllib.parse import quote, urlsplit
+
+try:  # The same CRC-32 as zlib's, with carry-less multiplication: ~4x faster here.
+    from isal.isal_zlib import crc32 as _crc32
+except ImportError:
+    _crc32 = zlib.crc32
 
 __all__ = ['CLIENT_ENV', 'LightS3', 'Redirected', 'light_settings', 'truthy']
 
@@ -164,7 +171,7 @@ class _Crc32:
         self.value = 0
 
     def update(self, data: bytes) -> None:
-        self.value = zlib.crc32(data, self.value)
+        self.value = _crc32(data, self.value)
 
     def digest(self) -> bytes:
         return self.value.to_bytes(4, 'big')

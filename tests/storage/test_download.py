@@ -248,6 +248,22 @@ class _Counting:
         return self.inner.stat(url, timeout=timeout)
 
 
+def test_preallocation_reserves_the_blocks_but_leaves_the_size_to_the_writes(tmp_path) -> None:
+    from streaming.fileio import preallocate
+    size = 3 << 20
+    fd = os.open(tmp_path / 'shard', os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        reserved = preallocate(fd, size)
+        # A short download must still read as short: the size is only what was written.
+        assert os.fstat(fd).st_size == 0
+        assert reserved == (os.fstat(fd).st_blocks * 512 >= size)
+        os.pwrite(fd, b'x' * 1000, 0)
+        assert os.fstat(fd).st_size == 1000
+        assert not preallocate(fd, 0) and not preallocate(fd, None)
+    finally:
+        os.close(fd)
+
+
 def test_in_parts_splits_a_known_size(tmp_path) -> None:
     from streaming.storage.download import MIN_PART, in_parts
     data = os.urandom(4 * MIN_PART + 5)

@@ -135,6 +135,19 @@ def test_body_checks_the_checksum_and_keeps_the_connection_only_when_read_whole(
     assert light.checker({'x-amz-checksum-crc32': 'abc-3'}) is None  # Composite: not checked.
 
 
+def test_the_crc32_in_use_agrees_with_zlib_across_chunk_boundaries() -> None:
+    import importlib.util
+    import zlib
+    data = os.urandom(1_000_003)
+    crc = s3_light._Crc32()
+    for start in range(0, len(data), 65_537):  # Odd chunk sizes: the running value carries.
+        crc.update(memoryview(data)[start:start + 65_537])
+    assert crc.digest() == zlib.crc32(data).to_bytes(4, 'big')
+    if importlib.util.find_spec('isal') is not None:  # The fast-crc extra is used when present.
+        from isal.isal_zlib import crc32
+        assert s3_light._crc32 is crc32
+
+
 def test_reads_from_moto_without_importing_boto3(s3, moto, tmp_path) -> None:
     client, bucket = s3
     data = os.urandom(300_000)
