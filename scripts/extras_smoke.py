@@ -243,9 +243,19 @@ def check_import(extra: str) -> None:
     print(f'  streaming {streaming.__version__} imports')
 
 
+def check_fast_crc(endpoints: dict) -> None:
+    """The S3 client's checksum runs on ISA-L once the extra is installed."""
+    import isal.isal_zlib
+
+    from streaming.storage import s3_light
+    assert s3_light._crc32 is isal.isal_zlib.crc32, s3_light._crc32
+    print('  s3_light checks CRC32 with ISA-L: ok')
+
+
 CHECKS = {'s3': check_s3, 'gcs': check_gcs, 'azure': check_azure, 'oci': check_oci,
           'http': check_http, 'hf': check_hf, 'image': check_image, 'sftp': check_sftp,
-          'dbfs': check_dbfs, 'fsspec': check_fsspec, 'vision': check_image, 'plan': check_plan}
+          'dbfs': check_dbfs, 'fsspec': check_fsspec, 'vision': check_image, 'plan': check_plan,
+          'fast-crc': check_fast_crc}
 # Modules an extra exists for (imported first: a missing dependency fails here, clearly).
 MODULES = {'s3': ['streaming.storage.s3'], 'gcs': ['streaming.storage.gcs'],
            'azure': ['streaming.storage.azure'], 'oci': ['streaming.storage.oci'],
@@ -255,7 +265,8 @@ MODULES = {'s3': ['streaming.storage.s3'], 'gcs': ['streaming.storage.gcs'],
            'vision': ['streaming.vision'], 'text': ['transformers', 'streaming.text'],
            'convert': ['pyarrow', 'streaming.convert.inputs'],
            'tokens': ['tokenizers', 'pyarrow', 'streaming.tokens.pretokenize'],
-           'obstore': ['obstore.store'], 'plan': ['yaml', 'streaming.plan.simyaml']}
+           'obstore': ['obstore.store'], 'plan': ['yaml', 'streaming.plan.simyaml'],
+           'fast-crc': ['isal.isal_zlib']}
 
 
 def check(extra: str, endpoints_file: str | None) -> None:
