@@ -339,7 +339,9 @@ class _Computation:
                      _State(path, self.state.length, self.state.kind, '').encode())
         # Done: readers now follow the marker; maps of the progress file stay valid.
         remove_quietly(self.state.progress)
-        remove_quietly(lock.path)  # Held: nobody can take it for this name any more.
+        # While held: a waiter that opened it meanwhile finds it gone and locks a new file
+        # (``FileLock.acquire``), so it never computes under a lock nobody else can see.
+        remove_quietly(lock.path)
         _prune(self.directory, path)
 
     def _fail(self, error: BaseException) -> None:
