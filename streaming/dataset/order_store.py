@@ -154,6 +154,12 @@ class EpochIds:
         """Under the node's order lock: the current state, or a computation started anew."""
         with self.shared.lock('order'):
             state = _State.read(self._marker)
+            if state is None and os.path.exists(self._marker) and self._computing():
+                # Its computation renamed (or dropped) the file the marker names and is about
+                # to rewrite the marker: wait for that rather than compute the ids again.
+                with self.shared.lock(f'compute-{self.name}'):
+                    pass
+                state = _State.read(self._marker)
             if state is not None and (state.done or (stale_only and self._computing())):
                 return state
             if state is None or stale_only:

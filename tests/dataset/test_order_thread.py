@@ -112,21 +112,23 @@ def test_the_ids_are_unchanged(tmp_path, thread_errors) -> None:
     assert np.array_equal(ids.ids, epoch_sample_ids(**INPUTS)) and thread_errors == []
 
 
-def test_a_computation_started_as_another_finishes_keeps_its_file(tmp_path, thread_errors,
-                                                                 monkeypatch) -> None:
-    """The race CI hit: a second computation's partial file removed by a third asker.
+def test_an_order_asked_for_as_its_computation_finishes_is_not_computed_again(
+        tmp_path, thread_errors, monkeypatch) -> None:
+    """The race CI hit (a FileNotFoundError in the thread's ``publish``).
 
     A process that asks for the ids just after the computing thread renamed its file, but before
-    the marker names the final file, finds the marker's file gone and starts a second computation,
-    whose thread waits for the compute lock. The first thread removes the lock file while holding
-    it, then lets go: the second thread must not then hold a lock on a file nobody else can see,
-    or the next asker takes the order for abandoned and removes the second thread's file under it.
+    the marker names the final file, finds the marker's file gone (so does the process that
+    started a short computation, mapping the file once it is already renamed). It used to start
+    a second computation, whose thread waited for the compute lock. The first thread removes the
+    lock file while holding it, then lets go: the second held a lock nobody else could see, so
+    the next asker took that order for abandoned and removed the second thread's file under it.
+    Now the asker waits for the first computation to finish and uses its file.
     """
     from streaming.coord import lock as lock_module
     from streaming.dataset import order_store
     shm = str(tmp_path / 'shm')
     os.makedirs(shm)
-    renamed, go_on, second_waits = threading.Event(), threading.Event(), threading.Event()
+    renamed, go_on, asker_waits = threading.Event(), threading.Event(), threading.Event()
     first: list[threading.Thread] = []
     real_publish, real_try_lock = order_store.publish, lock_module.try_lock
 
@@ -138,29 +140,30 @@ def test_a_computation_started_as_another_finishes_keeps_its_file(tmp_path, thre
             assert go_on.wait(60)
 
     def noting_try_lock(fd: int, blocking: bool = False) -> bool:
-        thread = threading.current_thread()
-        if blocking and thread.name == 'streaming-epoch-order' and first and thread is not first[0]:
-            second_waits.set()  # Its descriptor of the compute lock file is open.
+        if blocking and first and threading.current_thread() is not first[0]:
+            asker_waits.set()  # It waits for a lock (the order's, then the computation's).
         return real_try_lock(fd, blocking)
 
     monkeypatch.setattr(order_store, 'publish', publish_then_pause)
     monkeypatch.setattr(lock_module, 'try_lock', noting_try_lock)
-    open_gate, second_gate = threading.Event(), threading.Event()
+    first_gate, second_gate, open_gate = threading.Event(), threading.Event(), threading.Event()
     open_gate.set()
-    shared_epoch_ids(SharedDir(shm), None, INPUTS, _held_steps(open_gate))
+    shared_epoch_ids(SharedDir(shm), None, INPUTS, _held_steps(first_gate))  # Mapped: partial.
+    first_gate.set()
     assert renamed.wait(60)
     asked: list[Any] = []
     asker = threading.Thread(target=lambda: asked.append(
         shared_epoch_ids(SharedDir(shm), None, INPUTS, _held_steps(second_gate))))
     asker.start()
-    assert second_waits.wait(60)
+    assert asker_waits.wait(60)
     go_on.set()  # The first finishes: marker, lock file removed, lock released.
     asker.join(60)
-    assert asked and not asked[0]._state.done  # A second computation, held by its gate.
+    assert asked and asked[0]._state.done  # The first computation's file, not a second one.
     third = shared_epoch_ids(SharedDir(shm), None, INPUTS, _held_steps(open_gate))
     second_gate.set()
     third.wait(len(third))
     wait_for_background(60)
     assert thread_errors == []
     assert np.array_equal(third.ids, epoch_sample_ids(**INPUTS))
+    assert np.array_equal(asked[0].ids, third.ids)
     assert not _partial_files(shm)
