@@ -55,6 +55,16 @@ def _open_lock_file(path: str) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, 'O_CLOEXEC', 0), 0o600)
 
 
+def _is_file_at(fd: int, path: str) -> bool:
+    """Whether the open descriptor ``fd`` is the file now at ``path`` (not removed, replaced)."""
+    try:
+        at_path = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (opened.st_dev, opened.st_ino) == (at_path.st_dev, at_path.st_ino)
+
+
 class FileLock:
     """An exclusive ``flock`` on ``path``; a context manager, safe across threads and processes.
 
@@ -67,11 +77,21 @@ class FileLock:
         self._fds: dict[int, int] = {}
 
     def acquire(self, blocking: bool = True) -> bool:
-        """Take the lock; without ``blocking``, return False at once if someone holds it."""
-        fd = _open_lock_file(self.path)
-        if not try_lock(fd, blocking):
+        """Take the lock; without ``blocking``, return False at once if someone holds it.
+
+        A holder may remove the lock file before it lets go (``order_store`` does, so the
+        node's shared directory does not grow). Whoever opened that file meanwhile and then
+        gets its lock holds a lock nobody else can see (a new file takes the name): so the
+        lock counts only if the locked file is still the one at ``path``; else try again.
+        """
+        while True:
+            fd = _open_lock_file(self.path)
+            if not try_lock(fd, blocking):
+                os.close(fd)
+                return False
+            if _is_file_at(fd, self.path):
+                break
             os.close(fd)
-            return False
         self._fds[threading.get_ident()] = fd
         _holding.add(self)
         return True

@@ -126,7 +126,7 @@ class Maps:
                     os.close(fd)
                 old = self.maps.pop(key, None)
                 if old is not None:
-                    old[1].close()
+                    _unmap(old[1])
                 self.maps[key] = (generation, data)
                 self.drop_dead()
                 if self.on_map is not None:
@@ -143,22 +143,31 @@ class Maps:
         with self.lock:
             entry = self.maps.pop((pid, token), None)
             if entry is not None:
-                entry[1].close()
+                _unmap(entry[1])
 
     def drop_dead(self) -> None:
         """Unmap the rings of processes that have exited (call with the lock held)."""
         for key in [key for key in self.maps if not _is_alive(key[0])]:
-            self.maps.pop(key)[1].close()
+            _unmap(self.maps.pop(key)[1])
 
     def forget_after_fork(self) -> None:
         """In a forked child: unmap the copies of the parent's maps."""
         for _, data in self.maps.values():
-            try:
-                data.close()
-            except BufferError:  # A view another thread of the parent held: freed with it.
-                pass
+            _unmap(data)  # A view another thread of the parent held: freed with it.
         self.maps = {}
         self.lock = threading.Lock()
+
+
+def _unmap(data: mmap.mmap) -> None:
+    """Unmap ``data`` now, or when the last view into it goes if one is still alive.
+
+    A view may outlive the batch it was made for in a traceback: torch's SIGCHLD handler raises
+    "worker ... killed" wherever the main thread is, also while it copies a batch out of a ring.
+    """
+    try:
+        data.close()
+    except BufferError:
+        pass  # Forgotten here; the mmap object unmaps itself when its last view is released.
 
 
 def _is_alive(pid: int) -> bool:

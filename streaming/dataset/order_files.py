@@ -42,6 +42,6 @@ def _remove_if_idle(shared: SharedDir, name: str) -> None:
     try:
         for progress in glob.glob(shared.file_path(f'{name}.progress-*')):
             remove_quietly(progress)
-        remove_quietly(lock.path)  # While held: a waiter on the old file sees it free after.
+        remove_quietly(lock.path)  # While held: a waiter on it then locks a new file instead.
     finally:
         lock.release()

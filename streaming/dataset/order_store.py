@@ -154,6 +154,12 @@ class EpochIds:
         """Under the node's order lock: the current state, or a computation started anew."""
         with self.shared.lock('order'):
             state = _State.read(self._marker)
+            if state is None and os.path.exists(self._marker) and self._computing():
+                # Its computation renamed (or dropped) the file the marker names and is about
+                # to rewrite the marker: wait for that rather than compute the ids again.
+                with self.shared.lock(f'compute-{self.name}'):
+                    pass
+                state = _State.read(self._marker)
             if state is not None and (state.done or (stale_only and self._computing())):
                 return state
             if state is None or stale_only:
@@ -339,7 +345,9 @@ class _Computation:
                      _State(path, self.state.length, self.state.kind, '').encode())
         # Done: readers now follow the marker; maps of the progress file stay valid.
         remove_quietly(self.state.progress)
-        remove_quietly(lock.path)  # Held: nobody can take it for this name any more.
+        # While held: a waiter that opened it meanwhile finds it gone and locks a new file
+        # (``FileLock.acquire``), so it never computes under a lock nobody else can see.
+        remove_quietly(lock.path)
         _prune(self.directory, path)
 
     def _fail(self, error: BaseException) -> None:

@@ -246,6 +246,47 @@ def test_a_lock_excludes_threads_of_one_process(tmp_path) -> None:
     assert max(overlaps) == 1 and len(overlaps) == 200
 
 
+def test_a_waiter_on_a_lock_file_removed_by_its_holder_locks_the_file_at_the_path(
+        tmp_path, monkeypatch) -> None:
+    """A holder removes the lock file, then lets go (``order_store`` does so when it is done).
+
+    The waiter had the removed file open: the lock it then gets must be the one others see,
+    not one on a file that is no longer at the path.
+    """
+    from streaming.coord import lock as lock_module
+    path, test_thread = str(tmp_path / 'r.lock'), threading.current_thread()
+    holder, opened, got = FileLock(path), threading.Event(), threading.Event()
+    real_try_lock = lock_module.try_lock
+
+    def noting_try_lock(fd: int, blocking: bool = False) -> bool:
+        if blocking and threading.current_thread() is not test_thread:
+            opened.set()  # The waiter's descriptor of the file is open.
+        return real_try_lock(fd, blocking)
+
+    monkeypatch.setattr(lock_module, 'try_lock', noting_try_lock)
+    assert holder.acquire()
+    waiter = FileLock(path)
+    release = threading.Event()
+
+    def wait_for_it() -> None:
+        with waiter:
+            got.set()
+            assert release.wait(60)
+
+    thread = threading.Thread(target=wait_for_it)
+    thread.start()
+    assert opened.wait(60)
+    os.remove(path)
+    holder.release()
+    assert got.wait(60)
+    try:
+        assert not FileLock(path).acquire(blocking=False), 'two holders of one lock'
+    finally:
+        release.set()
+        thread.join(60)
+    assert FileLock(path).acquire(blocking=False)
+
+
 def test_a_child_forked_while_a_lease_is_given_up_keeps_its_own_descriptors(tmp_path,
                                                                             monkeypatch) -> None:
     """The node's download schedule gives its lease up in its own thread while the main thread

@@ -3,7 +3,8 @@
 A dataset dropped (or a process exiting) while its epoch order is still being written removes
 the node's shared directory under the thread. The thread then has nobody to tell and nowhere to
 write: it stops quietly, leaving no partial file. With the directory there, a failure is still
-raised in the thread and reported to the waiters.
+raised in the thread and reported to the waiters. Nor does another asker of the node ever
+remove the partial file of a thread that is still computing.
 """
 
 from __future__ import annotations
@@ -109,3 +110,60 @@ def test_the_ids_are_unchanged(tmp_path, thread_errors) -> None:
     ids = shared_epoch_ids(SharedDir(shm), None, INPUTS, _held_steps(gate))
     ids.wait(len(ids))
     assert np.array_equal(ids.ids, epoch_sample_ids(**INPUTS)) and thread_errors == []
+
+
+def test_an_order_asked_for_as_its_computation_finishes_is_not_computed_again(
+        tmp_path, thread_errors, monkeypatch) -> None:
+    """The race CI hit (a FileNotFoundError in the thread's ``publish``).
+
+    A process that asks for the ids just after the computing thread renamed its file, but before
+    the marker names the final file, finds the marker's file gone (so does the process that
+    started a short computation, mapping the file once it is already renamed). It used to start
+    a second computation, whose thread waited for the compute lock. The first thread removes the
+    lock file while holding it, then lets go: the second held a lock nobody else could see, so
+    the next asker took that order for abandoned and removed the second thread's file under it.
+    Now the asker waits for the first computation to finish and uses its file.
+    """
+    from streaming.coord import lock as lock_module
+    from streaming.dataset import order_store
+    shm = str(tmp_path / 'shm')
+    os.makedirs(shm)
+    renamed, go_on, asker_waits = threading.Event(), threading.Event(), threading.Event()
+    first: list[threading.Thread] = []
+    real_publish, real_try_lock = order_store.publish, lock_module.try_lock
+
+    def publish_then_pause(temp: str, path: str) -> None:
+        real_publish(temp, path)
+        if not first:  # The first computation pauses between the rename and the marker.
+            first.append(threading.current_thread())
+            renamed.set()
+            assert go_on.wait(60)
+
+    def noting_try_lock(fd: int, blocking: bool = False) -> bool:
+        if blocking and first and threading.current_thread() is not first[0]:
+            asker_waits.set()  # It waits for a lock (the order's, then the computation's).
+        return real_try_lock(fd, blocking)
+
+    monkeypatch.setattr(order_store, 'publish', publish_then_pause)
+    monkeypatch.setattr(lock_module, 'try_lock', noting_try_lock)
+    first_gate, second_gate, open_gate = threading.Event(), threading.Event(), threading.Event()
+    open_gate.set()
+    shared_epoch_ids(SharedDir(shm), None, INPUTS, _held_steps(first_gate))  # Mapped: partial.
+    first_gate.set()
+    assert renamed.wait(60)
+    asked: list[Any] = []
+    asker = threading.Thread(target=lambda: asked.append(
+        shared_epoch_ids(SharedDir(shm), None, INPUTS, _held_steps(second_gate))))
+    asker.start()
+    assert asker_waits.wait(60)
+    go_on.set()  # The first finishes: marker, lock file removed, lock released.
+    asker.join(60)
+    assert asked and asked[0]._state.done  # The first computation's file, not a second one.
+    third = shared_epoch_ids(SharedDir(shm), None, INPUTS, _held_steps(open_gate))
+    second_gate.set()
+    third.wait(len(third))
+    wait_for_background(60)
+    assert thread_errors == []
+    assert np.array_equal(third.ids, epoch_sample_ids(**INPUTS))
+    assert np.array_equal(asked[0].ids, third.ids)
+    assert not _partial_files(shm)

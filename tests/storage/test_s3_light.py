@@ -289,7 +289,7 @@ def test_a_body_read_with_a_low_water_mark_never_waits_for_bytes_that_do_not_com
     with _light_to(Handler) as light:
         for name, data in payloads.items():
             began = time.monotonic()
-            status, _, response, release = light.request('GET', 'b', name, {}, 3.0)
+            status, _, response, release = light.request('GET', 'b', name, {}, 30.0)
             assert status == 200
             sock = response.light_socket
             marks, got = [], []
@@ -298,7 +298,8 @@ def test_a_body_read_with_a_low_water_mark_never_waits_for_bytes_that_do_not_com
                 if sock.fileno() >= 0:
                     marks.append(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))
             assert b''.join(got) == data
-            assert time.monotonic() - began < 2.0  # A read that waited would time out (3 s).
+            # A read that waited would time out (30 s); the margin is for a loaded machine.
+            assert time.monotonic() - began < 20
             if len(data) >= edge:
                 assert marks[0] == chunk  # Raised while two chunks and the margin were to come.
             assert not marks or marks[-1] == 1
