@@ -22,6 +22,9 @@ dataset's bytes, and the cache directory's peak size. ``--cache-limit`` adds the
 uint16 tokens, the ``tokens`` source) in shards of ``--shard-bytes`` (default 500 KB: ~620
 shards of ~240 samples), same loader settings.
 
+``--batch-size N`` reads with batches of N samples instead of 32 (for ``tokens``, to tell the
+link's cost from the batch path's: docs/benchmarks.md, issue 31).
+
 ``--dataset big``: a few shards of ~1 GiB, 3,200 samples of ~1 MB (the ``big`` source: 3.2 GB
 in 3 shards of ``--shard-bytes``, default 1 GiB), same loader settings; with so few shards each
 is in the epoch's tail, fetched as ranged parts. moto serves GETs of objects this big through
@@ -272,6 +275,8 @@ def main(argv: list[str] | None = None) -> None:
                         help='the emulator: kernel (netns + tc), proxy, or kernel if possible')
     parser.add_argument('--workers', type=int, default=2,
                         help='DataLoader workers (the case name says so when not 2)')
+    parser.add_argument('--batch-size', type=int, default=32,
+                        help='samples per batch (the case name says so when not 32)')
     parser.add_argument('--competing-load', type=int, default=0, metavar='N',
                         help='N busy processes beside every run (benchmarks.competing_load); '
                              'the case name says so')
@@ -303,12 +308,13 @@ def main(argv: list[str] | None = None) -> None:
                 case = f'{name_prefix}{name}' + ('' if fraction is None else
                                                    ', cache_limit 25%') + \
                     (f', {args.workers} workers' if args.workers != 2 else '') + \
+                    (f', batch {args.batch_size}' if args.batch_size != 32 else '') + \
                     (f', competing load {args.competing_load}' if args.competing_load else '')
                 runs: dict[str, list] = {impl: [] for impl in args.impls}
                 for repeat in range(args.repeats):
                     for impl in args.impls:
                         params = {'bucket': 'linkbench', 'prefix': f'{impl}/{key}',
-                                  'scratch': scratch, 'batch_size': 32,
+                                  'scratch': scratch, 'batch_size': args.batch_size,
                                   'num_workers': args.workers,
                                   'shuffle': True, 'payload_per_sample': payload,
                                   'watch_disk': True,
