@@ -157,7 +157,7 @@ class EpochIds:
             if state is None and os.path.exists(self._marker) and self._computing():
                 # Its computation renamed (or dropped) the file the marker names and is about
                 # to rewrite the marker: wait for that rather than compute the ids again.
-                with self.shared.lock(f'compute-{self.name}'):
+                with _compute_lock(self.shared, self.name):
                     pass
                 state = _State.read(self._marker)
             if state is not None and (state.done or (stale_only and self._computing())):
@@ -173,7 +173,7 @@ class EpochIds:
             return state
 
     def _computing(self) -> bool:
-        lock = self.shared.lock(f'compute-{self.name}')
+        lock = _compute_lock(self.shared, self.name)
         if not lock.acquire(blocking=False):
             return True
         lock.release()
@@ -223,6 +223,11 @@ class EpochIds:
             # Fine polls for the first second (a node's own first window comes within tens of
             # ms, even after skipping the rows before it), coarser ones for a whole order.
             delay = min(2 * delay, 0.005 if waited < 1 else 0.02)
+
+
+def _compute_lock(shared: SharedDir, name: str) -> FileLock:
+    """The lock a computation of the order ``name`` holds while it writes the ids."""
+    return shared.lock(f'compute-{name}')
 
 
 def _error(shared: SharedDir, name: str) -> str:
@@ -296,7 +301,7 @@ class _Computation:
         self._progress: np.ndarray | None = None
 
     def run(self) -> None:
-        lock, held = self.shared.lock(f'compute-{self.name}'), False
+        lock, held = _compute_lock(self.shared, self.name), False
         try:
             try:
                 lock.acquire()
