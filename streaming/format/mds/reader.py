@@ -156,15 +156,30 @@ class MDSReader(SingleFileShardReader):
         """
         if not self._gatherable or not len(indices):
             return None
+        data, layout, whole = self.layout_of(indices)
+        return _columns(data, layout, indices if whole else None, spans)
+
+    def layout_of(self, indices: np.ndarray) -> tuple[Any, dict[str, Any] | None, bool]:
+        """(the map, a layout covering samples ``indices``, whether it covers every sample).
+
+        The layout is ``_layout``'s (None if a sample's layout does not add up): of just
+        ``indices`` at the first call on a map, of the whole shard (kept) from the second on.
+        Only for ``gatherable`` columns.
+        """
         data = (self._maps or self._open())[0]
         table = self._layout_table
         if table is None or table[0] is not data:  # The first call on this map.
             self._layout_table = (data, _FIRST_CALL)
-            return _columns(data, self._layout(data, indices), None, spans)
+            return data, self._layout(data, indices), False
         if table[1] is _FIRST_CALL:
             table = self._layout_table = (data, _narrow(self._layout(data,
                                                                      np.arange(self.samples))))
-        return _columns(data, table[1], indices, spans)
+        return data, table[1], True
+
+    @property
+    def gatherable(self) -> bool:
+        """Whether every column is one ``gather_columns`` reads (``int``, ``str``, ``bytes``)."""
+        return self._gatherable
 
     def _layout(self, data: Any, indices: np.ndarray) -> dict[str, Any] | None:
         """The layout of samples ``indices`` in ``data``, read from their own size fields.
