@@ -54,7 +54,8 @@ class SpanTable:
         self.encodings: list[tuple[str, str]] = []  # (name, encoding) of each column.
         self.columns: list[list[np.ndarray]] = []  # int: [values]; str, bytes: [starts, stops]
         self.rows = 1  # Never empty: rows not filled yet may be read, then overwritten.
-        self.filled: dict[int, Any] = {}  # Shard id: the map its rows were filled from.
+        # Shard id: the maps (``MDSReader._maps``, one list per opening) its rows came from.
+        self.filled: dict[int, list[Any]] = {}
 
     def accepts(self, reader: Any) -> bool:
         """Whether ``reader``'s samples can be gathered here."""
@@ -77,8 +78,9 @@ class SpanTable:
                 column[k] = new
         self.rows = size
 
-    def _fill(self, shard_id: int, data: Any, layout: dict[str, Any], samples: int) -> bool:
-        """Rows of shard ``shard_id`` (of ``samples``) from its whole ``layout`` in ``data``.
+    def _fill(self, shard_id: int, maps: list[Any], layout: dict[str, Any],
+              samples: int) -> bool:
+        """Rows of shard ``shard_id`` (of ``samples``) from its whole ``layout`` in ``maps``.
 
         False if they would make the table too large.
         """
@@ -95,7 +97,7 @@ class SpanTable:
             else:
                 column[0][begin:end] = value[1]
                 column[1][begin:end] = value[2]
-        self.filled[shard_id] = data
+        self.filled[shard_id] = maps
         return True
 
     def gather(self, readers: list[MDSReader], ids: list[int], shards: np.ndarray,
@@ -110,13 +112,21 @@ class SpanTable:
         samples = self.shard_starts[shards] + indices
         part = np.searchsorted(np.asarray(ids), shards) if len(ids) > 1 else \
             np.zeros(len(shards), np.intp)
-        maps: list[Any] = []
-        direct: list[tuple[np.ndarray, dict[str, Any]]] = []  # (batch positions, their layout)
         filled = self.filled
+        maps: list[Any] = []
+        for shard_id, reader in zip(ids, readers):  # Most batches: every shard in the table.
+            held = reader._maps
+            if held is None or filled.get(shard_id) is not held:
+                break
+            maps.append(held[0])
+        else:
+            return self._columns(samples, part, maps, [], spans)
+        maps = []
+        direct: list[tuple[np.ndarray, dict[str, Any]]] = []  # (batch positions, their layout)
         for k, (shard_id, reader) in enumerate(zip(ids, readers)):
-            maps_open = reader._maps
-            if maps_open is not None and filled.get(shard_id) is maps_open[0]:
-                maps.append(maps_open[0])
+            held = reader._maps
+            if held is not None and filled.get(shard_id) is held:
+                maps.append(held[0])
                 continue
             positions = np.flatnonzero(part == k)
             try:
@@ -126,7 +136,7 @@ class SpanTable:
             if layout is None:
                 return None
             maps.append(data)
-            if not (whole and self._fill(shard_id, data, layout, reader.samples)):
+            if not (whole and self._fill(shard_id, reader._maps, layout, reader.samples)):
                 if whole:  # Too many rows for the table: this shard's samples come from here.
                     layout = _pick(layout, indices[positions])
                 direct.append((positions, layout))

@@ -18,6 +18,7 @@ from streaming.dataset import handoff, span_table
 from streaming.dataset.batches import SampleStream
 from streaming.dataset.handoff import Scattered
 from streaming.dataset.span_table import ShardOpenFailed, SpanTable
+from streaming.format.mds import reader as mds_reader
 from tests.dataset.test_batches import _equal
 
 
@@ -52,10 +53,14 @@ def _samples(dataset: StreamingDataset, shards: np.ndarray, indices: np.ndarray)
     return [dataset[int(starts[s]) + i] for s, i in zip(shards.tolist(), indices.tolist())]
 
 
+@pytest.mark.parametrize('whole_at_once', [0, mds_reader.WHOLE_AT_ONCE])
 @pytest.mark.parametrize('spans', [False, True])
-def test_every_batch_equals_the_gather_shard_by_shard(tmp_path, spans) -> None:
+def test_every_batch_equals_the_gather_shard_by_shard(tmp_path, monkeypatch, spans,
+                                                      whole_at_once) -> None:
     """A whole epoch in batches of 32 (the last one partial), tabled and shard by shard: the
-    first batches on a shard read its samples' own layout, the later ones the table."""
+    first batch on a shard reads its samples' own layout (with ``WHOLE_AT_ONCE`` 0) or the
+    shard's whole one, the later ones the table."""
+    monkeypatch.setattr(mds_reader, 'WHOLE_AT_ONCE', whole_at_once)
     path = _write(str(tmp_path / 'ds'), 1_000)
     tabled = _stream(StreamingDataset(local=path, batch_size=32, shuffle=True), 3, True)
     dataset = StreamingDataset(local=path, batch_size=32, shuffle=True)
@@ -113,7 +118,7 @@ def test_a_reopened_shard_is_read_from_its_new_map(tmp_path) -> None:
     for _ in range(3):
         assert _plain(stream.gather(shards, indices)[0]) == first
     assert all(table.filled[shard] is not old for shard, old in old_maps.items())
-    assert all(table.filled[shard] is dataset.cache.shards[shard]._maps[0] for shard in old_maps)
+    assert all(table.filled[shard] is dataset.cache.shards[shard]._maps for shard in old_maps)
 
 
 def test_shards_past_the_table_size_are_read_shard_by_shard(tmp_path, monkeypatch) -> None:
