@@ -39,6 +39,11 @@ from streaming.coord.ring import BUSY, FREE, HEADER, Maps, Ring
 from streaming.dataset.heap import keep_freed
 from streaming.format.mds.reader import Spans
 
+try:  # The optional C copy (setup.py); without it, memoryview slices: the same bytes.
+    from streaming.dataset import _copy_spans
+except ImportError:
+    _copy_spans = None
+
 __all__ = ['PackedBatch', 'Scattered', 'enabled', 'pack', 'release_dead_workers',
            'mapped_rings', 'RING_MIN_BYTES']
 
@@ -126,6 +131,11 @@ class Scattered:
         positions, starts, stops, part_of = self._joined()
         assert starts is not None and stops is not None and part_of is not None
         at = offsets[:-1] if positions is None else offsets[positions]
+        if _copy_spans is not None:
+            _copy_spans.copy_spans(view, np.ascontiguousarray(at, np.int64), self._sources,
+                                   part_of.astype(np.int64), starts.astype(np.int64),
+                                   stops.astype(np.int64))
+            return
         sources = [memoryview(source) for source in self._sources]
         try:
             for part, start, stop, begin in zip(part_of.tolist(), starts.tolist(),
