@@ -26,9 +26,11 @@ from streaming.format.mds.reader import MDSReader
 
 __all__ = ['SpanTable', 'ShardOpenFailed', 'MAX_ROWS']
 
-# Datasets of more samples keep the per-shard gather (the table is zeroed memory that only the
-# shards read touch, but its size is reserved as address space per column).
-MAX_ROWS = 1 << 26
+# Datasets of more samples keep the per-shard gather. The table is zeroed memory that only the
+# rows filled (and grown past) touch: 8 bytes a sample per ``bytes``/``str``/``int`` column,
+# as much again as the shards' own layout tables (``MDSReader._layout_table``) hold, in each
+# worker: at most 128 MiB a column at this size.
+MAX_ROWS = 1 << 24
 
 
 class ShardOpenFailed(Exception):
