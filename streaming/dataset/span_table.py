@@ -46,13 +46,13 @@ class SpanTable:
     """Per sample of a dataset of MDS shards: where its values lie in its shard's map.
 
     ``shard_starts``: the dataset id of each shard's first sample. Holds one column layout
-    (names and encodings, ``MDSReader._plan``): the first shard's; a batch drawing on a shard of
-    another layout is not gathered here (``gather`` returns None).
+    (names, encodings, sizes): the first shard's; a shard of another layout is not for it
+    (``accepts`` is False: its batches keep the per-shard gather).
     """
 
     def __init__(self, shard_starts: np.ndarray) -> None:
         self.shard_starts = np.asarray(shard_starts, np.int64)
-        self.plan: Any = None
+        self.layout: tuple | None = None  # (names, encodings, sizes) of the columns held.
         self.encodings: list[tuple[str, str]] = []  # (name, encoding) of each column.
         self.columns: list[list[np.ndarray]] = []  # int: [values]; str, bytes: [starts, stops]
         self.rows = 1  # Never empty: rows not filled yet may be read, then overwritten.
@@ -63,13 +63,15 @@ class SpanTable:
         """Whether ``reader``'s samples can be gathered here."""
         if type(reader) is not MDSReader or not reader.gatherable:
             return False
-        if self.plan is None:
-            self.plan = reader._plan
+        layout = (tuple(reader.column_names), tuple(reader.column_encodings),
+                  tuple(reader.column_sizes))
+        if self.layout is None:
+            self.layout = layout
             self.encodings = list(zip(reader.column_names, reader.column_encodings))
             self.columns = [[np.zeros(1, np.int64)] if encoding == 'int' else
                             [np.zeros(1, np.uint32), np.zeros(1, np.uint32)]
                             for _, encoding in self.encodings]
-        return reader._plan is self.plan
+        return layout == self.layout
 
     def _grow(self, rows: int) -> None:
         size = min(max(rows, 2 * self.rows), MAX_ROWS)
