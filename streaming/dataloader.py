@@ -16,6 +16,10 @@ try:  # The sampler torch gives an IterableDataset; a torch without it keeps its
     from torch.utils.data.dataloader import _InfiniteConstantSampler
 except ImportError:
     _InfiniteConstantSampler = None
+try:  # The iterators' base, whose __next__ ``_steps`` takes apart; without it, next() as is.
+    from torch.utils.data.dataloader import _BaseDataLoaderIter as _BaseIterator
+except ImportError:
+    _BaseIterator = None
 
 from streaming.dataset.dataset import StreamingDataset
 from streaming.dataset.handoff import release_dead_workers
@@ -101,6 +105,36 @@ def _reuses_workers(args: tuple, kwargs: dict[str, Any]) -> bool:
 _LOADER_SIGNATURE = inspect.signature(DataLoader.__init__)
 
 
+def _profiler_running() -> bool:
+    return torch._C._autograd._profiler_enabled()
+
+
+def _steps(iterator: Any) -> Iterator[Any]:
+    """What ``next(iterator)`` gives, item after item (``iterator``: torch's, of a loader).
+
+    torch's ``__next__`` wraps each step in a ``record_function`` for its profiler: about a
+    tenth of the main process's CPU per batch of small samples (docs/benchmarks.md, issue 31).
+    While no profiler runs, and nothing asked the dataset's length (torch then checks the count
+    against it), a step is what that ``__next__`` does without it: ``_next_data``, counted.
+    """
+    step = getattr(iterator, '_next_data', None)
+    if step is None or _BaseIterator is None or \
+            type(iterator).__next__ is not _BaseIterator.__next__:
+        yield from iterator
+        return
+    while True:
+        try:
+            if _profiler_running() or iterator._sampler_iter is None or \
+                    iterator._IterableDataset_len_called is not None:
+                item = next(iterator)
+            else:
+                item = step()
+                iterator._num_yielded += 1
+        except StopIteration:
+            return
+        yield item
+
+
 def _attributes(dataset: Any) -> dict[str, int]:
     """Which object each attribute of ``dataset`` is bound to (to see one rebound)."""
     return {name: id(value) for name, value in vars(dataset).items()}
@@ -183,7 +217,7 @@ class StreamingDataLoader(DataLoader):
         self.num_samples_yielded = 0
         iterator, keep = self._iterator_for_epoch()
         self._running += 1
-        batches = self.stats.timed(iterator)
+        batches = self.stats.timed(_steps(iterator))
         whole = False
         try:
             for batch in batches:

@@ -80,3 +80,25 @@ def time_limit(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def build_extension(installed: Any, source: str, out: str) -> Any:
+    """An optional C extension: ``installed`` (the module, if it was built at install time),
+    else built from ``source`` (``<name>.c``) into directory ``out`` and imported, so that its
+    tests always run it."""
+    if installed is not None:
+        return installed
+    import importlib.util
+
+    from setuptools import Distribution, Extension
+    from setuptools.command.build_ext import build_ext
+
+    name = os.path.splitext(os.path.basename(source))[0]
+    command = build_ext(Distribution({'ext_modules': [Extension(name, [source])]}))
+    command.build_lib = command.build_temp = out
+    command.ensure_finalized()
+    command.run()
+    spec = importlib.util.spec_from_file_location(name, command.get_ext_fullpath(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -29,6 +29,7 @@ from streaming.cache.prefetch import Progress
 from streaming.cache.shard_cache import ShardCache
 from streaming.dataset import handoff
 from streaming.dataset.iteration import shard_chunks
+from streaming.dataset.span_table import ShardOpenFailed, SpanTable
 from streaming.errors import ShardFileError
 from streaming.format.mds.reader import Spans
 from streaming.sources.reader import DecodeAhead, SourceReader, undecoded
@@ -63,6 +64,8 @@ class SampleStream:
         self._exhausted = False  # No chunk left to read (some may be ahead).
         self._done = False
         self._plain: set[int] = set()  # Shards that are not units of data files.
+        self._table = SpanTable(shard_starts) if fast else None
+        self._tabled = np.zeros(len(shard_starts), bool)  # Shards the table accepts.
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -148,6 +151,10 @@ class SampleStream:
         """
         if not self.fast:
             return None
+        if self._table is not None:
+            found = self._gather_tabled(shards, indices, spans)
+            if found is not _NOT_TABLED:
+                return found
         # The distinct shards in ascending order, and the positions of each one's samples in
         # batch order (what np.unique + a stable argsort of its inverse give, in fewer steps).
         order = np.argsort(shards, kind='stable')
@@ -179,6 +186,39 @@ class SampleStream:
         finally:
             ahead.close()
 
+    def _gather_tabled(self, shards: np.ndarray, indices: np.ndarray, spans: bool) -> Any:
+        """``gather`` through the ``SpanTable``, or ``_NOT_TABLED`` if a shard is not for it."""
+        table = self._table
+        assert table is not None
+        ids = np.unique(shards)
+        tabled = self._tabled
+        if not tabled[ids].all():
+            for shard_id in ids[~tabled[ids]].tolist():
+                if not table.accepts(self.cache.shards[shard_id]):
+                    return _NOT_TABLED
+                tabled[shard_id] = True
+        id_list = ids.tolist()
+        ready = self.cache.ready
+        clock = self.clock
+        started = time.perf_counter() if clock is not None else 0.0
+        readers = [ready(shard_id) for shard_id in id_list]
+        if clock is not None:
+            clock.add_wait(time.perf_counter() - started)
+        try:
+            columns = table.gather(readers, id_list, shards, indices, spans)
+        except ShardOpenFailed as failed:
+            self._open_failed(failed.shard_id, failed.error)
+            return None
+        return None if columns is None else [columns]
+
+    def _open_failed(self, shard_id: int, error: Exception) -> None:
+        """A gather found shard ``shard_id``'s files gone or bad: the per-sample path retries."""
+        if isinstance(error, FileNotFoundError):  # Evicted under us: prepared again.
+            self.cache.forget(shard_id)
+        else:  # A bad cached copy: fetched again, then retried.
+            assert isinstance(error, ShardFileError)
+            self.cache.refetch_once(shard_id, error)
+
     def _ready(self, shard_id: int) -> Any:
         """``cache.ready(shard_id)``, its time counted as waiting."""
         clock = self.clock
@@ -204,11 +244,8 @@ class SampleStream:
             try:
                 columns = None if gather is None else \
                     gather(picked, spans=True) if spans else gather(picked)
-            except FileNotFoundError:  # Evicted under us: the per-sample path retries.
-                self.cache.forget(shard_id)
-                return None
-            except ShardFileError as error:  # A bad cached copy: fetched again, then retried.
-                self.cache.refetch_once(shard_id, error)
+            except (FileNotFoundError, ShardFileError) as error:
+                self._open_failed(shard_id, error)
                 return None
             if columns is None:
                 return None
@@ -219,6 +256,9 @@ class SampleStream:
                for _, columns in groups[1:]):
             return None  # Streams with different columns: let collate see whole samples.
         return [_merge(groups, count)]
+
+
+_NOT_TABLED: Any = object()
 
 
 def _merge(groups: list[tuple[np.ndarray, dict[str, Any]]], count: int) -> dict[str, Any]:

@@ -39,6 +39,11 @@ from streaming.coord.ring import BUSY, FREE, HEADER, Maps, Ring
 from streaming.dataset.heap import keep_freed
 from streaming.format.mds.reader import Spans
 
+try:  # The optional C copy (setup.py); without it, memoryview slices: the same bytes.
+    from streaming.dataset import _copy_spans
+except ImportError:
+    _copy_spans = None
+
 __all__ = ['PackedBatch', 'Scattered', 'enabled', 'pack', 'release_dead_workers',
            'mapped_rings', 'RING_MIN_BYTES']
 
@@ -57,16 +62,30 @@ class Scattered:
     Per shard, the ``Spans`` of its samples and their positions in the batch. A shuffled batch
     of small samples draws on nearly as many shards as it has samples: the parts are joined
     into flat arrays once, so sizing and copying cost a few numpy calls per batch, not per shard.
+    ``in_order`` makes one from such flat arrays directly.
     """
 
     def __init__(self, parts: list[tuple[Spans, np.ndarray]], count: int) -> None:
         self.parts = parts
         self.count = count
         self._sizes: np.ndarray | None = None
-        self._flat: tuple[np.ndarray, ...] | None = None
+        self._flat: tuple[np.ndarray | None, ...] | None = None
+        self._sources: list[Any] = [spans.data for spans, _ in parts]
 
-    def _joined(self) -> tuple[np.ndarray, ...]:
-        """(positions, starts, stops, part of each value), over all parts, part after part."""
+    @classmethod
+    def in_order(cls, sources: list[Any], part_of: np.ndarray, starts: np.ndarray,
+                 stops: np.ndarray) -> Scattered:
+        """Value ``i`` is ``sources[part_of[i]][starts[i]:stops[i]]`` (int64 positions)."""
+        scattered = cls([], len(starts))
+        scattered._sources = sources
+        scattered._flat = (None, starts, stops, part_of)
+        return scattered
+
+    def _joined(self) -> tuple[np.ndarray | None, ...]:
+        """(positions, starts, stops, part of each value), over all parts, part after part.
+
+        Positions None: the values are in batch order.
+        """
         if self._flat is None:
             parts = self.parts
             if len(parts) == 1:
@@ -85,26 +104,43 @@ class Scattered:
         """Each value's length, in batch order (computed once: ``pack`` asks twice)."""
         if self._sizes is None:
             positions, starts, stops, _ = self._joined()
-            sizes = np.empty(self.count, np.int64)
-            sizes[positions] = stops.astype(np.int64) - starts
-            self._sizes = sizes
+            assert starts is not None and stops is not None
+            lengths = stops.astype(np.int64) - starts
+            if positions is None:
+                self._sizes = lengths
+            else:
+                self._sizes = np.empty(self.count, np.int64)
+                self._sizes[positions] = lengths
         return self._sizes
 
     def values(self) -> list[bytes]:
+        positions, starts, stops, part_of = self._joined()
+        assert starts is not None and stops is not None and part_of is not None
+        sources = self._sources
+        found = [sources[p][a:b] for p, a, b in zip(part_of.tolist(), starts.tolist(),
+                                                    stops.tolist())]
+        if positions is None:
+            return found
         values: list[Any] = [None] * self.count
-        for spans, positions in self.parts:
-            for position, value in zip(positions.tolist(), spans.values()):
-                values[position] = value
+        for position, value in zip(positions.tolist(), found):
+            values[position] = value
         return values
 
     def copy_into(self, view: memoryview, offsets: np.ndarray) -> None:
         """Copy value ``i`` to ``view[offsets[i]:offsets[i + 1]]``."""
         positions, starts, stops, part_of = self._joined()
-        sources = [memoryview(spans.data) for spans, _ in self.parts]
+        assert starts is not None and stops is not None and part_of is not None
+        at = offsets[:-1] if positions is None else offsets[positions]
+        if _copy_spans is not None:
+            _copy_spans.copy_spans(view, np.ascontiguousarray(at, np.int64), self._sources,
+                                   part_of.astype(np.int64), starts.astype(np.int64),
+                                   stops.astype(np.int64))
+            return
+        sources = [memoryview(source) for source in self._sources]
         try:
-            for part, start, stop, at in zip(part_of.tolist(), starts.tolist(), stops.tolist(),
-                                             offsets[positions].tolist()):
-                view[at:at + stop - start] = sources[part][start:stop]
+            for part, start, stop, begin in zip(part_of.tolist(), starts.tolist(),
+                                                stops.tolist(), at.tolist()):
+                view[begin:begin + stop - start] = sources[part][start:stop]
         finally:
             for source in sources:
                 source.release()

@@ -1,6 +1,7 @@
-"""``MDSReader.gather_columns``: the first call on a map reads the batch's own layout, later
-calls index the shard's whole layout table; both give what ``decode_sample`` gives, and a
-shard whose layout does not add up gives None (the per-sample path reports it) either way."""
+"""``MDSReader.gather_columns``: the first call on a map reads the batch's own layout (the
+whole shard's, for shards of up to ``WHOLE_AT_ONCE`` samples), later calls index the shard's
+whole layout table; both give what ``decode_sample`` gives, and a shard whose layout does not
+add up gives None (the per-sample path reports it) either way."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from streaming import MDSWriter
+from streaming.format.mds import reader as mds_reader
 from streaming.format.mds.reader import MDSReader, Spans
 
 
@@ -30,12 +33,20 @@ def _write(out: str, count: int = 200) -> None:
                           'blob': bytes([i % 256]) * (i % 37)})
 
 
-def test_every_call_matches_decode_sample(tmp_path) -> None:
+@pytest.fixture(params=['own layout first', 'whole at once'])
+def first_call(request, monkeypatch) -> str:
+    """Whether a first call reads the batch's own layout (shards past ``WHOLE_AT_ONCE``)."""
+    if request.param == 'own layout first':
+        monkeypatch.setattr(mds_reader, 'WHOLE_AT_ONCE', 0)
+    return request.param
+
+
+def test_every_call_matches_decode_sample(tmp_path, first_call) -> None:
     out = str(tmp_path / 'ds')
     _write(out)
     reader = _reader(out)
     rng = np.random.default_rng(7)
-    for _call in range(4):  # The first from the samples' own fields, then from the table.
+    for call in range(4):  # The first from the samples' own fields, then from the table.
         indices = rng.permutation(reader.samples)[:50]
         for spans in (False, True):
             columns = reader.gather_columns(indices, spans=spans)
@@ -46,6 +57,8 @@ def test_every_call_matches_decode_sample(tmp_path) -> None:
             blobs = columns['blob'].values() if spans else columns['blob']
             assert isinstance(columns['blob'], Spans) is spans
             assert blobs == [sample['blob'] for sample in want]
+            first = call == 0 and not spans and first_call == 'own layout first'
+            assert isinstance(reader._layout_table[1], dict) is not first
     assert reader._layout_table is not None and isinstance(reader._layout_table[1], dict)
     reader.close()  # The table goes with the map; the next map starts again.
     assert reader._layout_table is None
@@ -56,7 +69,7 @@ def test_every_call_matches_decode_sample(tmp_path) -> None:
     assert reader.gather_columns(np.array([1, reader.samples])) is None
 
 
-def test_a_bad_layout_gives_none_on_every_call(tmp_path) -> None:
+def test_a_bad_layout_gives_none_on_every_call(tmp_path, first_call) -> None:
     out = str(tmp_path / 'ds')
     _write(out)
     reader = _reader(out)

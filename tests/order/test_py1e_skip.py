@@ -9,7 +9,6 @@ compiler at install time), these tests build it from its source first: they alwa
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import numpy as np
@@ -20,27 +19,15 @@ from hypothesis import strategies as st
 from streaming.order.ids import epoch_id_steps, epoch_sample_ids
 from streaming.order.shuffles import py1e
 from streaming.order.shuffles.rows import RowSpans
+from tests.unit_helpers import build_extension
 
 
 @pytest.fixture(scope='module')
 def native(tmp_path_factory):
     """The extension module: the installed one, else built from its source into a temp dir."""
-    if py1e._py1e_skip is not None:
-        return py1e._py1e_skip
-    from setuptools import Distribution, Extension
-    from setuptools.command.build_ext import build_ext
-
     source = os.path.join(os.path.dirname(py1e.__file__), '_py1e_skip.c')
-    out = str(tmp_path_factory.mktemp('py1e_skip'))
-    command = build_ext(Distribution({'ext_modules': [Extension('_py1e_skip', [source])]}))
-    command.build_lib = command.build_temp = out
-    command.ensure_finalized()
-    command.run()
-    spec = importlib.util.spec_from_file_location('_py1e_skip',
-                                                  command.get_ext_fullpath('_py1e_skip'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return build_extension(py1e._py1e_skip, source,
+                           str(tmp_path_factory.mktemp('py1e_skip')))
 
 
 def _state_after(module, lengths: list[int], cuts: list[int], block: int, seed: int,

@@ -53,6 +53,9 @@ def _gather_u32(buf: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 _FIRST_CALL: Any = object()  # ``_layout_table``'s layout after one gather from a map.
+# Shards of up to this many samples read their whole layout at the first gather: it costs
+# about what the batch's own does (a shuffled epoch visits such a shard batch after batch).
+WHOLE_AT_ONCE = 1024
 
 
 def _columns(data: Any, layout: dict[str, Any] | None, indices: np.ndarray | None,
@@ -153,18 +156,35 @@ class MDSReader(SingleFileShardReader):
         The first call on a map reads the layout of just these samples; the second reads it
         for every sample of the shard, once (``_layout_table``), so that a shard that a
         shuffled epoch visits batch after batch costs a few indexing operations per batch.
+        A shard of up to ``WHOLE_AT_ONCE`` samples has it read at the first call.
         """
         if not self._gatherable or not len(indices):
             return None
+        data, layout, whole = self.layout_of(indices)
+        return _columns(data, layout, indices if whole else None, spans)
+
+    def layout_of(self, indices: np.ndarray) -> tuple[Any, dict[str, Any] | None, bool]:
+        """(the map, a layout covering samples ``indices``, whether it covers every sample).
+
+        The layout is ``_layout``'s (None if a sample's layout does not add up): of just
+        ``indices`` at the first call on a map, of the whole shard (kept) from the second on
+        (from the first, for shards of up to ``WHOLE_AT_ONCE`` samples). Only for
+        ``gatherable`` columns.
+        """
         data = (self._maps or self._open())[0]
         table = self._layout_table
-        if table is None or table[0] is not data:  # The first call on this map.
+        if (table is None or table[0] is not data) and self.samples > WHOLE_AT_ONCE:
             self._layout_table = (data, _FIRST_CALL)
-            return _columns(data, self._layout(data, indices), None, spans)
-        if table[1] is _FIRST_CALL:
+            return data, self._layout(data, indices), False
+        if table is None or table[0] is not data or table[1] is _FIRST_CALL:
             table = self._layout_table = (data, _narrow(self._layout(data,
                                                                      np.arange(self.samples))))
-        return _columns(data, table[1], indices, spans)
+        return data, table[1], True
+
+    @property
+    def gatherable(self) -> bool:
+        """Whether every column is one ``gather_columns`` reads (``int``, ``str``, ``bytes``)."""
+        return self._gatherable
 
     def _layout(self, data: Any, indices: np.ndarray) -> dict[str, Any] | None:
         """The layout of samples ``indices`` in ``data``, read from their own size fields.
