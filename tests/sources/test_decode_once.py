@@ -17,7 +17,7 @@ import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.dataset.source_stream import SourceStream
-from streaming.sources import reader as source_reader
+from streaming.sources import parquet as parquet_source
 from streaming.sources.parquet import ParquetReader
 from streaming.sources.unit_file import map_unit, write_unit
 
@@ -197,13 +197,13 @@ def test_a_unit_file_round_trips_and_a_partial_one_is_refused(data, tmp_path) ->
 
 def _decode_then_hang(dataset: StreamingDataset, ready) -> None:  # noqa: ANN001
     """In a forked child: decode unit 0, write part of its file, then hang (to be killed)."""
-    def half_then_hang(file, columns):  # noqa: ANN001, ANN202
+    def half_then_hang(file, columns, *sections):  # noqa: ANN001, ANN002, ANN202
         file.write(b'x' * 4096)
         file.flush()
         ready.send('writing')
         time.sleep(600)
 
-    source_reader.write_unit = half_then_hang
+    parquet_source.write_unit = half_then_hang  # Its pages are written by then.
     dataset.cache.decoded.unit(0, dataset.cache.ready(0))
 
 
