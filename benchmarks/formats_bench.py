@@ -25,7 +25,11 @@ Decode-once case (``--decode-once``, alone): ours on the compressed ``images`` a
 Parquet with 0 workers, 2 workers sharing decoded units (the default) and 2 workers with
 ``STREAMING_SHARED_DECODE=0``; samples/s, the rate per worker over the 0-worker rate, each
 worker's fetch rate (``loader.stats``: samples over its time reading, decoding included) over
-the 0-worker process's, and the node's decodes per unit.
+the 0-worker process's, the same over the CPU seconds it used meanwhile (``fetch_cpu_s``), and
+the node's decodes per unit. ``--decode-scale`` (default 4: 16 units of 50 MB per dataset,
+every process allowed to keep them all decoded) sizes the epoch; 1 is the 4 units of the
+figures before 2026-11-28 22:00. ``STREAMING_BENCH_SRC=/path/to/checkout`` measures that
+checkout's ``streaming`` (a base to compare with) with this benchmark.
 
 Index case: ``--index-files`` tiny Parquet files on a moto S3 server (its own process), indexed
 by ``streaming index``'s code path; seconds and the GET/LIST requests it made.
