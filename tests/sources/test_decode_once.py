@@ -309,6 +309,12 @@ def test_two_workers_hand_off_bytes_straight_from_the_shared_units(data, tmp_pat
 
     alone = _samples(dataset(str(tmp_path / 'cache0')), workers=0)
     shared_dataset = dataset(str(tmp_path / 'cache2'))
-    shared = _samples(shared_dataset, workers=2)
+    loader = StreamingDataLoader(shared_dataset, batch_size=8, num_workers=2)
+    shared: dict[int, dict] = {}
+    for batch in loader:
+        for row, sample_id in enumerate(batch['id'].tolist()):
+            shared[sample_id] = {name: _plain(value, row) for name, value in batch.items()}
     assert sorted(shared) == list(range(FILES * ROWS)) and shared == alone
     assert shared_dataset.cache.decoded.decodes().tolist() == [1] * shared_dataset.num_shards
+    rows = loader.stats.workers()  # Both read their share; their fetch CPU is recorded.
+    assert len(rows) == 2 and all(row['samples'] > 0 and row['fetch_cpu_s'] > 0 for row in rows)
