@@ -23,13 +23,8 @@ projection and fetches whole files).
 
 Decode-once case (``--decode-once``, alone): ours on the compressed ``images`` and ``tokens``
 Parquet with 0 workers, 2 workers sharing decoded units (the default) and 2 workers with
-``STREAMING_SHARED_DECODE=0``; samples/s, the rate per worker over the 0-worker rate, each
-worker's fetch rate (``loader.stats``: samples over its time reading, decoding included) over
-the 0-worker process's, the same over the CPU seconds it used meanwhile (``fetch_cpu_s``), and
-the node's decodes per unit. ``--decode-scale`` (default 4: 16 units of 50 MB per dataset,
-every process allowed to keep them all decoded) sizes the epoch; 1 is the 4 units of the
-figures before 2026-11-28 22:00. ``STREAMING_BENCH_SRC=/path/to/checkout`` measures that
-checkout's ``streaming`` (a base to compare with) with this benchmark.
+``STREAMING_SHARED_DECODE=0``: see ``decode_once_cases``. ``STREAMING_BENCH_SRC=/a/checkout``
+measures that checkout's ``streaming`` (a base to compare with) with this benchmark.
 
 Index case: ``--index-files`` tiny Parquet files on a moto S3 server (its own process), indexed
 by ``streaming index``'s code path; seconds and the GET/LIST requests it made.
@@ -64,8 +59,7 @@ def _worker_ours(kind: str, path: str, workers: int, cache: str) -> dict:
     loader = StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers)
     cpu = _cpu_seconds()
     result = _epoch(loader)
-    # Kept workers (StreamingDataLoader keeps them between epochs) are joined here, so that
-    # their CPU time counts among this process's children.
+    # Kept workers joined now: their CPU time counts among this process's children.
     shutdown = getattr(getattr(loader, '_iterator', None), '_shutdown_workers', None)
     if shutdown is not None:
         shutdown()
@@ -284,19 +278,17 @@ def decode_once_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
 
     Per row: samples/s of the epoch (median) and per worker over the 0-worker rate; each
     worker's fetch rate (samples over its seconds waiting for and reading shards, decoding
-    included: ``loader.stats``) over the 0-worker process's, and the same over the CPU seconds
-    its process used meanwhile (``fetch_cpu_s``); the node's decodes per unit
-    (``cache.decoded_units``; ``STREAMING_SHARED_DECODE=0`` turns the sharing off, each worker
-    decoding what it reads as before); CPU seconds of the epoch (user + system, the loader's
-    process and its workers, joined at the end). ``scale`` 4 (``--decode-scale``, the
-    default) makes 16 units per dataset; 1 is the 4 units of the figures before 2026-11-28 22:00.
+    included: ``loader.stats``) over the 0-worker process's, and per CPU second of it
+    (``fetch_cpu_s``); the node's decodes per unit (``STREAMING_SHARED_DECODE=0``: each worker
+    decodes what it reads); CPU seconds of the epoch (the loader's process and its workers).
+    ``scale`` 4 (``--decode-scale``, default): 16 units of 50 MB per dataset; 1: the 4 units
+    of the figures before 2026-11-28 22:00.
     """
-    if scale != 1:  # Written once per size (``make_data`` keeps one size per directory).
+    if scale != 1:  # ``make_data`` keeps one size per directory.
         data_dir = os.path.join(data_dir, f'x{scale:g}')
     scratch = os.path.join(data_dir, 'scratch')
     os.makedirs(scratch, exist_ok=True)
-    # Every process may keep all the decoded units (its own budget, 512 MiB by default, is
-    # less than 16 units of 50 MB: a 0-worker epoch would decode each unit again per batch).
+    # All 16 units kept decoded (512 MiB by default: 0 workers would decode them per batch).
     held = {'STREAMING_DECODED_BYTES': str(4 << 30)}
     setups = {'0 workers': (0, held), '2 workers, shared': (2, held),
               '2 workers, not shared': (2, {**held, 'STREAMING_SHARED_DECODE': '0'})}
@@ -472,8 +464,7 @@ def main() -> None:
                         help='only ours on compressed Parquet: 0 workers, 2 sharing decoded '
                              'units, 2 not sharing (decodes per unit, rate per worker)')
     parser.add_argument('--decode-scale', type=float, default=4.0,
-                        help='--decode-once: rows times this (4: 16 units of 50 MB per '
-                             'dataset; 1: the 4 units of the earlier figures)')
+                        help='--decode-once: rows times this (4: 16 units of 50 MB each)')
     parser.add_argument('--remote', action='store_true',
                         help='also the S3 case through the link emulator')
     parser.add_argument('--profile', default='same-region', help='the link profile (--remote)')
