@@ -23,9 +23,8 @@ projection and fetches whole files).
 
 Decode-once case (``--decode-once``, alone): ours on the compressed ``images`` and ``tokens``
 Parquet with 0 workers, 2 workers sharing decoded units (the default) and 2 workers with
-``STREAMING_SHARED_DECODE=0``; samples/s, the rate per worker over the 0-worker rate, each
-worker's fetch rate (``loader.stats``: samples over its time reading, decoding included) over
-the 0-worker process's, and the node's decodes per unit.
+``STREAMING_SHARED_DECODE=0``: see ``decode_once_cases``. ``STREAMING_BENCH_SRC=/a/checkout``
+measures that checkout's ``streaming`` (a base to compare with) with this benchmark.
 
 Index case: ``--index-files`` tiny Parquet files on a moto S3 server (its own process), indexed
 by ``streaming index``'s code path; seconds and the GET/LIST requests it made.
@@ -60,15 +59,24 @@ def _worker_ours(kind: str, path: str, workers: int, cache: str) -> dict:
     loader = StreamingDataLoader(dataset, batch_size=BATCH, num_workers=workers)
     cpu = _cpu_seconds()
     result = _epoch(loader)
-    result['cpu_s'] = _cpu_seconds() - cpu  # The workers are joined at the epoch's end.
+    # Kept workers joined now: their CPU time counts among this process's children.
+    shutdown = getattr(getattr(loader, '_iterator', None), '_shutdown_workers', None)
+    if shutdown is not None:
+        shutdown()
+    result['cpu_s'] = _cpu_seconds() - cpu
     if kind == 'parquet':  # Decodes made on the node, of all its units (cache.decoded_units).
         decodes = dataset.cache.decoded.decodes()
         # Each worker's fetch rate: its samples over its time waiting for shards and reading
-        # them (decoding included), from the loader's telemetry.
-        rates = [w['samples'] / (w['read_s'] + w['shard_wait_s'])
-                 for w in loader.stats.workers() if w['samples']]
+        # them (decoding included), from the loader's telemetry; and over the CPU seconds its
+        # process used meanwhile.
+        rows = [w for w in loader.stats.workers() if w['samples']]
+        rates = [w['samples'] / (w['read_s'] + w['shard_wait_s']) for w in rows]
+        cpu_rates = [w['samples'] / w['fetch_cpu_s'] for w in rows if w.get('fetch_cpu_s')]
         result.update(units=len(decodes), decodes=int(decodes.sum()),
-                      worker_rate=sum(rates) / len(rates))
+                      worker_rate=sum(rates) / len(rates),
+                      worker_cpu_rate=sum(cpu_rates) / max(len(cpu_rates), 1),  # 0: unknown.
+                      worker_fetch_s=[w['read_s'] + w['shard_wait_s'] for w in rows],
+                      worker_fetch_cpu_s=[w.get('fetch_cpu_s', 0.0) for w in rows])
     return result
 
 
@@ -211,7 +219,9 @@ def run_once(impl: str, kind: str, path: str, workers: int, scratch: str,
     cache = os.path.join(scratch, f'cache-{uuid.uuid4().hex[:8]}')
     python = os.path.join(LITDATA_PARQUET_ENV, 'bin', 'python') if impl == 'litdata' else \
         sys.executable
-    env = {**os.environ, 'PYTHONPATH': REPO} if impl != 'litdata' else \
+    # Ours: this checkout, or the one ``STREAMING_BENCH_SRC`` names (a base to compare with).
+    env = {**os.environ, 'PYTHONPATH': os.environ.get('STREAMING_BENCH_SRC') or REPO} \
+        if impl != 'litdata' else \
         {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
     env.update(env_extra or {})
     try:
@@ -268,15 +278,20 @@ def decode_once_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
 
     Per row: samples/s of the epoch (median) and per worker over the 0-worker rate; each
     worker's fetch rate (samples over its seconds waiting for and reading shards, decoding
-    included: ``loader.stats``) over the 0-worker process's; and the node's decodes per unit
-    (``cache.decoded_units``; ``STREAMING_SHARED_DECODE=0`` turns the sharing off, each worker
-    decoding what it reads as before); CPU seconds of the epoch (user + system, the loader's
-    process and its workers).
+    included: ``loader.stats``) over the 0-worker process's, and per CPU second of it
+    (``fetch_cpu_s``); the node's decodes per unit (``STREAMING_SHARED_DECODE=0``: each worker
+    decodes what it reads); CPU seconds of the epoch (the loader's process and its workers).
+    ``scale`` 4 (``--decode-scale``, default): 16 units of 50 MB per dataset; 1: the 4 units
+    of the figures before 2026-11-28 22:00.
     """
+    if scale != 1:  # ``make_data`` keeps one size per directory.
+        data_dir = os.path.join(data_dir, f'x{scale:g}')
     scratch = os.path.join(data_dir, 'scratch')
     os.makedirs(scratch, exist_ok=True)
-    setups = {'0 workers': (0, {}), '2 workers, shared': (2, {}),
-              '2 workers, not shared': (2, {'STREAMING_SHARED_DECODE': '0'})}
+    # All 16 units kept decoded (512 MiB by default: 0 workers would decode them per batch).
+    held = {'STREAMING_DECODED_BYTES': str(4 << 30)}
+    setups = {'0 workers': (0, held), '2 workers, shared': (2, held),
+              '2 workers, not shared': (2, {**held, 'STREAMING_SHARED_DECODE': '0'})}
     rows = []
     for name, samples in (('images', int(2_000 * scale)), ('tokens', int(100_000 * scale))):
         parquet_dir, _ = make_data(data_dir, name, samples)
@@ -287,6 +302,7 @@ def decode_once_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
                                             env_extra=env))
         alone = statistics.median(r['samples_per_s'] for r in runs['0 workers'])
         alone_fetch = statistics.median(r['worker_rate'] for r in runs['0 workers'])
+        alone_cpu = statistics.median(r['worker_cpu_rate'] for r in runs['0 workers'])
         for setup, results in runs.items():
             assert all(r['samples'] == samples for r in results), (setup, results)
             rate = statistics.median(r['samples_per_s'] for r in results)
@@ -297,6 +313,10 @@ def decode_once_cases(data_dir: str, scale: float, repeats: int) -> list[dict]:
                    'epoch_rate_per_worker_vs_0_workers': rate / max(workers, 1) / alone,
                    'worker_fetch_rate': worker_rate,
                    'fetch_rate_vs_0_workers': worker_rate / alone_fetch,
+                   'fetch_cpu_rate_vs_0_workers': statistics.median(
+                       r['worker_cpu_rate'] for r in results) / alone_cpu if alone_cpu else None,
+                   'fetch_s': [r['worker_fetch_s'] for r in results],
+                   'fetch_cpu_s': [r['worker_fetch_cpu_s'] for r in results],
                    'decodes_per_unit': statistics.median(r['decodes'] / r['units']
                                                          for r in results),
                    'cpu_s': statistics.median(r['cpu_s'] for r in results),
@@ -443,6 +463,8 @@ def main() -> None:
     parser.add_argument('--decode-once', action='store_true',
                         help='only ours on compressed Parquet: 0 workers, 2 sharing decoded '
                              'units, 2 not sharing (decodes per unit, rate per worker)')
+    parser.add_argument('--decode-scale', type=float, default=4.0,
+                        help='--decode-once: rows times this (4: 16 units of 50 MB each)')
     parser.add_argument('--remote', action='store_true',
                         help='also the S3 case through the link emulator')
     parser.add_argument('--profile', default='same-region', help='the link profile (--remote)')
@@ -460,7 +482,8 @@ def main() -> None:
             results = json.load(f)
     when = {'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(), 'quick': args.quick}
     if args.decode_once:
-        results['decode_once'] = {**when, 'cases': decode_once_cases(data_dir, scale, repeats)}
+        results['decode_once'] = {**when, 'cases': decode_once_cases(
+            data_dir, scale * args.decode_scale, repeats)}
     elif not args.skip_read:
         results['read'] = {**when, 'cases': read_cases(data_dir, scale, repeats)}
     if args.remote:

@@ -3,8 +3,9 @@
 ``StreamingDataLoader.stats`` is a ``LoaderStats``. The loader times each ``next()`` of its
 iterator (the training loop's wait for a batch); each DataLoader worker (or the main process
 with ``num_workers=0``) adds, per batch it fetches, its time waiting for shards to be ready
-(downloads, decompression), reading and decoding, and running a custom ``collate_fn``, to its
-row of a small shared-memory table. Costs a few ``perf_counter`` calls per batch, not per sample.
+(downloads, decompression), reading and decoding, and running a custom ``collate_fn``, and the
+CPU seconds its process (all its threads) used meanwhile, to its row of a small shared-memory
+table. Costs a few ``perf_counter``/``process_time`` calls per batch, not per sample.
 
 ``log_every=N`` (a ``StreamingDataLoader`` argument) logs ``stats.log_line()`` every N steps
 at INFO on the ``streaming.loader`` logger.
@@ -30,8 +31,8 @@ __all__ = ['LoaderStats', 'WorkerClock', 'WORKER_FIELDS']
 logger = logging.getLogger('streaming.loader')
 
 # Columns of a worker's row.
-WORKER_FIELDS = ('shard_wait_s', 'read_s', 'collate_s', 'samples', 'batches')
-_WAIT, _READ, _COLLATE, _SAMPLES, _BATCHES = range(len(WORKER_FIELDS))
+WORKER_FIELDS = ('shard_wait_s', 'read_s', 'collate_s', 'samples', 'batches', 'fetch_cpu_s')
+_WAIT, _READ, _COLLATE, _SAMPLES, _BATCHES, _CPU = range(len(WORKER_FIELDS))
 
 
 class WorkerClock:
@@ -51,9 +52,11 @@ class WorkerClock:
     def add_wait(self, seconds: float) -> None:
         self._pending[_WAIT] += seconds
 
-    def add_read(self, seconds: float, samples: int) -> None:
+    def add_read(self, seconds: float, samples: int, cpu_seconds: float = 0.0) -> None:
+        """A batch read: its wall seconds, its samples, and the process's CPU seconds meanwhile."""
         pending = self._pending
         pending[_READ] += seconds
+        pending[_CPU] += cpu_seconds
         pending[_SAMPLES] += samples
         pending[_BATCHES] += 1
         if pending[_BATCHES] >= self.FLUSH_EVERY:

@@ -48,6 +48,8 @@ class SharedUnit(Protocol):
 
     def write_decoded(self, file: Any) -> tuple[Any, int | None]: ...
 
+    def decode_columns(self) -> Any: ...
+
     def map_columns(self, path: str) -> tuple[Any, int]: ...
 
 
@@ -131,19 +133,21 @@ class DecodedUnits:
         """Decode the unit into its file, publish it, make room under the budget, map it back.
 
         (Lock of the unit held.) A file that cannot be written (the shared directory full) is
-        not shared: this process keeps what it decoded. A unit not worth sharing gets its
-        marker: every process decodes it itself from then on.
+        not shared: this process keeps what it decoded, or decodes it again for itself when
+        the reader wrote its columns to the file alone (``write_decoded`` gives None). A unit
+        not worth sharing gets its marker: every process decodes it itself from then on.
         """
         path = self.path(shard_id)
         os.makedirs(self.directory, exist_ok=True)
         fd, temp = create_temp(path)
-        columns = None
+        decoded = False
         try:
             with os.fdopen(fd, 'wb') as file:
                 columns, size = reader.write_decoded(file)
+                decoded = True
         except OSError:
             remove_quietly(temp)
-            if columns is None:
+            if not decoded:
                 raise
             size = 0  # Decoded, but the file could not be finished.
         except BaseException:
@@ -154,7 +158,7 @@ class DecodedUnits:
             remove_quietly(temp)
             if size is None:
                 open(path + '.local', 'a').close()
-            return columns
+            return columns if columns is not None else reader.decode_columns()
         publish(temp, path)
         with self.shared.lock('decoded'):
             sizes = self.shared.array('unit_file_bytes')
@@ -164,7 +168,9 @@ class DecodedUnits:
             self.shared.array('unit_file_access')[shard_id] = time.monotonic_ns()
             self._make_room(keep=shard_id)
         mapped = self._mapped(shard_id, reader)
-        return columns if mapped is None else mapped
+        if mapped is not None:
+            return mapped
+        return columns if columns is not None else reader.decode_columns()
 
     def _make_room(self, keep: int) -> None:
         """Remove the least recently mapped files until the total fits (lock held)."""

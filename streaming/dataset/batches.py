@@ -250,6 +250,7 @@ class SampleStream:
             if columns is None:
                 return None
             groups.append((positions, columns))
+        _copy_mixed_spans(groups)
         first = groups[0][1]
         names, kinds = first.keys(), tuple(map(type, first.values()))
         if any(columns.keys() != names or tuple(map(type, columns.values())) != kinds
@@ -259,6 +260,19 @@ class SampleStream:
 
 
 _NOT_TABLED: Any = object()
+
+
+def _copy_mixed_spans(groups: list[tuple[np.ndarray, dict[str, Any]]]) -> None:
+    """A ``bytes`` column given as ``Spans`` by some shards and as values by others: values.
+
+    (A unit mapped from the node's shared directory gives ``Spans``; one decoded here, lists.)
+    """
+    for name in groups[0][1]:
+        kinds = {type(columns.get(name)) for _, columns in groups}
+        if len(kinds) > 1 and kinds <= {Spans, list}:
+            for _, columns in groups:
+                if isinstance(columns[name], Spans):
+                    columns[name] = columns[name].values()
 
 
 def _merge(groups: list[tuple[np.ndarray, dict[str, Any]]], count: int) -> dict[str, Any]:
@@ -384,6 +398,7 @@ class _BatchFetch:
             raise StopIteration
         wanted = len(possibly_batched_index)
         started = time.perf_counter() if clock is not None else 0.0
+        cpu = time.process_time() if clock is not None else 0.0
         shards, indices = stream.take(wanted)
         if len(shards) < wanted:
             fetcher.ended = True
@@ -405,12 +420,13 @@ class _BatchFetch:
             batch = _samples_from_columns(runs)
         if runs is not None and self.default:
             if clock is not None:
-                clock.add_read(time.perf_counter() - started, len(shards))
+                clock.add_read(time.perf_counter() - started, len(shards),
+                               time.process_time() - cpu)
             return batch if self.counted is None else self.counted(len(shards), batch)
         if clock is None:
             return fetcher.collate_fn(batch)
-        middle = time.perf_counter()
+        middle, cpu_middle = time.perf_counter(), time.process_time()
         batch = fetcher.collate_fn(batch)
         clock.add_collate(time.perf_counter() - middle)
-        clock.add_read(middle - started, len(shards))
+        clock.add_read(middle - started, len(shards), cpu_middle - cpu)
         return batch

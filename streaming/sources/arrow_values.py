@@ -24,9 +24,10 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from streaming.errors import SourceFileError
+from streaming.format.mds.reader import Spans
 
 __all__ = ['arrow_failures', 'column_getters', 'Decoded', 'DecodedCache', 'span_accessors',
-           'type_name']
+           'type_name', 'with_spans']
 
 Getter = Callable[[int], Any]
 Gatherer = Callable[[np.ndarray], Any]
@@ -76,8 +77,8 @@ def _list_leaf(pa: Any, kind: Any) -> Any:
     return kind
 
 
-def _binary_getter(arrays: list[Any], large: bool, text: bool,
-                   where: str) -> tuple[Getter, Gatherer | None]:
+def _binary_getter(arrays: list[Any], large: bool, text: bool, where: str,
+                   base: Any = None) -> tuple[Getter, Gatherer | None]:
     """Sample ``i``'s ``bytes``/``str`` cut from the data buffer of the chunk that holds it."""
     datas, chunk_ids, starts, ends = [], [], [], []
     any_null = any(array.null_count for array in arrays)
@@ -93,17 +94,20 @@ def _binary_getter(arrays: list[Any], large: bool, text: bool,
         if null is not None:
             null.extend(array.is_null().to_pylist())
     return span_accessors(datas, np.concatenate(chunk_ids), np.concatenate(starts),
-                          np.concatenate(ends), null, text, where)
+                          np.concatenate(ends), null, text, where, base)
 
 
 def span_accessors(datas: list[memoryview], chunk: np.ndarray, start: np.ndarray,
                    end: np.ndarray, null: list[bool] | None, text: bool,
-                   where: str = 'a column') -> tuple[Getter, Gatherer | None]:
+                   where: str = 'a column', base: Any = None) -> tuple[Getter, Gatherer | None]:
     """(getter, gatherer) of values that are spans of buffers, cut when asked for.
 
     Sample ``i`` is ``datas[chunk[i]][start[i]:end[i]]`` as ``bytes`` (``str`` if ``text``),
     None where ``null[i]``; the gatherer is None when there are nulls. A ``str`` value that is
     not UTF-8 raises ``SourceFileError`` naming ``where`` (the column and unit) and the row.
+    ``base``: a map that holds every one of ``datas`` (a unit file mapped from the node's
+    shared directory); a ``bytes`` column's gatherer then also has ``spans(indices)``, the
+    values as ``Spans`` of that map, not copied (``with_spans``).
     """
     start, end = start.astype(np.int64), end.astype(np.int64)
     start_list, end_list, chunk_list = start.tolist(), end.tolist(), chunk.tolist()
@@ -129,7 +133,34 @@ def span_accessors(datas: list[memoryview], chunk: np.ndarray, start: np.ndarray
         except UnicodeDecodeError:
             return [get(i) for i in indices.tolist()]  # Raises, naming the row.
 
-    return get, (gather if null is None else None)
+    if null is not None:
+        return get, None
+    if base is not None and not text:
+        where_in_base = _offsets_in(base, datas)
+        if where_in_base is not None:
+            absolute_start, absolute_end = start + where_in_base[chunk], end + where_in_base[chunk]
+            gather.spans = lambda indices: Spans(  # type: ignore[attr-defined]
+                base, absolute_start[indices], absolute_end[indices])
+    return get, gather
+
+
+def _offsets_in(base: Any, datas: list[Any]) -> np.ndarray | None:
+    """Where each of ``datas`` starts in ``base`` (one map), or None if one lies elsewhere."""
+    origin = np.frombuffer(base, np.uint8)
+    low, size = origin.ctypes.data, len(origin)
+    offsets = []
+    for data in datas:
+        view = np.frombuffer(data, np.uint8)
+        offset = view.ctypes.data - low
+        if not len(view) or not 0 <= offset <= offset + len(view) <= size:
+            return None
+        offsets.append(offset)
+    return np.array(offsets, np.int64)
+
+
+def with_spans(gather: Gatherer) -> Gatherer:
+    """``gather``'s ``spans`` if it has one (values left in their map), else ``gather``."""
+    return getattr(gather, 'spans', gather)
 
 
 def arrow_failures(read: Callable[[], Any]) -> Callable[[], Any]:
@@ -208,8 +239,11 @@ def _chunked_getter(getters: list[Getter], lengths: list[int]) -> Getter:
     return get
 
 
-def _column_accessors(pa: Any, column: Any, where: str) -> tuple[Getter, Gatherer | None]:
+def _column_accessors(pa: Any, column: Any, where: str,
+                      base: Any = None) -> tuple[Getter, Gatherer | None]:
     """(getter, gatherer or None) of a column: an Arrow array or a table's chunked array.
+
+    ``base``: the map the column's buffers lie in, if any (see ``span_accessors``).
 
     A column of several chunks (a unit of several row groups) is read chunk by chunk, not
     concatenated first: no copy of its values.
@@ -226,7 +260,7 @@ def _column_accessors(pa: Any, column: Any, where: str) -> tuple[Getter, Gathere
             types.is_large_string(kind):
         return _binary_getter(
             arrays, types.is_large_binary(kind) or types.is_large_string(kind),
-            types.is_string(kind) or types.is_large_string(kind), where)
+            types.is_string(kind) or types.is_large_string(kind), where, base)
     if _numeric(pa, kind):
         gather = None
         if types.is_integer(kind) and not any(array.null_count for array in arrays):
@@ -252,16 +286,18 @@ def _python_values(arrays: list[Any]) -> list[Any]:
     return [value for array in arrays for value in array.to_pylist()]
 
 
-def column_getters(table: Any, where: str = 'a table') -> Decoded:
+def column_getters(table: Any, where: str = 'a table', base: Any = None) -> Decoded:
     """The getters (and gatherers) of the columns of a ``pyarrow.Table`` (or record batch).
 
-    ``where``: the unit the table is, named by errors of its values (a string not UTF-8).
+    ``where``: the unit the table is, named by errors of its values (a string not UTF-8);
+    ``base``: the map its buffers lie in, if any (see ``span_accessors``).
     """
     import pyarrow as pa
     getters: dict[str, Getter] = {}
     gatherers: dict[str, Gatherer] | None = {}
     for name in table.column_names:
-        getter, gather = _column_accessors(pa, table.column(name), f'column {name!r} of {where}')
+        getter, gather = _column_accessors(pa, table.column(name), f'column {name!r} of {where}',
+                                           base)
         getters[name] = getter
         if gather is None:
             gatherers = None

@@ -35,7 +35,7 @@ from streaming.sources.parquet_pages import (
 )
 from streaming.sources.reader import SOURCE_KEYS, SourceReader, check_ranges_entry
 from streaming.sources.registry import SourceFormat, register_source
-from streaming.sources.unit_file import UnitColumns
+from streaming.sources.unit_file import Sections, SinkError, UnitColumns, write_unit
 
 __all__ = ['ParquetSource', 'ParquetReader', 'RangeFile']
 
@@ -236,13 +236,13 @@ def placed(data: Any, ranges: list[list[int]], size: int) -> Any:
     return out
 
 
-def _wide_columns(file: Any, source: Any, groups: list[RowGroupMeta],
-                  names: list[str]) -> dict[str, tuple[list[PageSpans], bool]]:
+def _wide_columns(file: Any, source: Any, groups: list[RowGroupMeta], names: list[str],
+                  sink: Any = None) -> dict[str, tuple[list[PageSpans], bool]]:
     """Columns of ``names`` read from their pages (``parquet_pages``): wide binary ones.
 
     ``{name: (spans of each row group of groups, values are str)}``. A column is wide when its
     values are ``WIDE_VALUE_BYTES`` or more on average (decoded); one whose pages cannot be read
-    there is left out (pyarrow decodes it).
+    there is left out (pyarrow decodes it). ``sink``: see ``parquet_pages.binary_spans``.
     """
     import pyarrow as pa
     types = pa.types
@@ -271,7 +271,7 @@ def _wide_columns(file: Any, source: Any, groups: list[RowGroupMeta],
         if sum(chunk.total_uncompressed_size for chunk in chunks) < \
                 WIDE_VALUE_BYTES * max(values, 1):
             continue
-        parts = [binary_spans(source, chunk, leaf.max_definition_level, pool)
+        parts = [binary_spans(source, chunk, leaf.max_definition_level, pool, sink)
                  for chunk in chunks]
         if all(part is not None for part in parts):
             out[name] = (parts, text)  # type: ignore[assignment]
@@ -335,8 +335,32 @@ class ParquetReader(SourceReader):
         first, stop = self.row_groups or (self.unit, self.unit + 1)
         return f'row group {first}' if stop == first + 1 else f'row groups {first}-{stop - 1}'
 
-    def decode_columns(self) -> UnitColumns:
-        """The unit's columns decoded: by pyarrow, and wide binary ones from their pages."""
+    def write_decoded(self, file: Any) -> tuple[UnitColumns | None, int | None]:
+        """Decode the unit into ``file`` for the node, its wide columns' pages as they come.
+
+        The columns are returned only when not shared (size None: pages stored uncompressed);
+        otherwise None: they are in the file alone (size 0 if it could not be written).
+        """
+        sections = Sections(file)
+        try:
+            columns = self.decode_columns(sink=sections.sink)
+        except SinkError:
+            return None, 0
+        if self.source_root is not None:
+            self.check_source()
+        if not columns.shared:
+            return columns, None
+        try:
+            return None, write_unit(file, columns, sections)
+        except OSError:
+            return None, 0
+
+    def decode_columns(self, sink: Any = None) -> UnitColumns:
+        """The unit's columns decoded: by pyarrow, and wide binary ones from their pages.
+
+        ``sink``: where the wide columns' pages go when the unit is compressed (its spans
+        then hold offsets there, see ``write_decoded``); an uncompressed unit ignores it.
+        """
         pq = _pq()
         import pyarrow as pa
         source: Any = None  # The file's bytes at their offsets, for the pages of wide columns.
@@ -354,7 +378,11 @@ class ParquetReader(SourceReader):
         file = self.decoding(arrow_failures(lambda: _open_file(pq, pa, handle)), what)
         names = self.columns if self.columns is not None else file.schema_arrow.names
         groups = None if source is None else self._row_groups(file, source)[first:stop]
-        wide = {} if groups is None else _wide_columns(file, source, groups, names)
+        # Pages stored uncompressed decode at the cost of a copy: not worth sharing.
+        compressed = groups is None or any(chunk.compression != 'UNCOMPRESSED'
+                                           for group in groups for chunk in group.columns)
+        wide = {} if groups is None else \
+            _wide_columns(file, source, groups, names, sink if compressed else None)
         rest = [name for name in names if name not in wide]
 
         # One thread, no pre-buffering: the ranges are in memory already, and pyarrow's pools
@@ -368,9 +396,6 @@ class ParquetReader(SourceReader):
             return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
         table = self.read_table(arrow_failures(read), what) if rest or not wide else None
-        # Pages stored uncompressed decode at the cost of a copy: not worth sharing.
-        compressed = groups is None or any(chunk.compression != 'UNCOMPRESSED'
-                                           for group in groups for chunk in group.columns)
         return UnitColumns(table, wide, list(names), compressed)
 
     def accessors(self, columns: UnitColumns) -> tuple[Decoded, int]:
@@ -379,13 +404,15 @@ class ParquetReader(SourceReader):
         table = columns.table
         if table is not None:
             decoded = self.decoding(
-                arrow_failures(lambda: column_getters(table, self._unit_name(what))), what)
+                arrow_failures(lambda: column_getters(table, self._unit_name(what),
+                                                      columns.base)), what)
             nbytes = table.nbytes
         getters, gatherers = decoded.getters, decoded.gatherers
         for name, (parts, text) in columns.spans.items():
             self.check_rows(sum(len(part.chunk) for part in parts), what)
             getters[name], gather = parts_accessors(parts, text,
-                                                    f'column {name!r} of {self._unit_name(what)}')
+                                                    f'column {name!r} of {self._unit_name(what)}',
+                                                    columns.base)
             nbytes += sum(part.held for part in parts)
             if gather is None:
                 gatherers = None

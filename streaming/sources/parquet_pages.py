@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -219,9 +219,12 @@ class PageSpans(NamedTuple):
     held: int  # Bytes of decompressed pages among ``buffers``.
 
 
-def parts_accessors(parts: list[PageSpans], text: bool,
-                    where: str = 'a column') -> tuple[Getter, Gatherer | None]:
-    """The getter and gatherer of the values of consecutive ``parts`` (row groups)."""
+def parts_accessors(parts: list[PageSpans], text: bool, where: str = 'a column',
+                    base: Any = None) -> tuple[Getter, Gatherer | None]:
+    """The getter and gatherer of the values of consecutive ``parts`` (row groups).
+
+    ``base``: the map the parts' buffers lie in, if any (``arrow_values.span_accessors``).
+    """
     buffers: list[Any] = []
     chunks = []
     for part in parts:
@@ -231,18 +234,20 @@ def parts_accessors(parts: list[PageSpans], text: bool,
     return span_accessors(buffers, np.concatenate(chunks),
                           np.concatenate([part.start for part in parts]),
                           np.concatenate([part.end for part in parts]),
-                          null.tolist() if null.any() else None, text, where)
+                          null.tolist() if null.any() else None, text, where, base)
 
 
-def binary_spans(data: Any, column: Any, max_definition: int,
-                 pool: Any) -> PageSpans | None:
+def binary_spans(data: Any, column: Any, max_definition: int, pool: Any,
+                 sink: Callable[[Any], int] | None = None) -> PageSpans | None:
     """The values of one column chunk read from its pages, or None: let pyarrow decode it.
 
     ``data``: the file's bytes at their offsets (a map); ``column``: the chunk's
     ``ColumnChunkMetaData`` (or a ``parquet_footer.ChunkMeta``); ``max_definition``: 0 for a
     required column, 1 for an optional one; ``pool``: pyarrow's memory pool for decompressed
     pages. A page whose checksum (where the writer recorded one) does not match is left to
-    pyarrow too, which then reports it.
+    pyarrow too, which then reports it. ``sink``: where each page goes once its values are
+    found (a unit file being written: ``sink(page)`` writes it and gives its offset there); the
+    spans' ``buffers`` are then those offsets, and no page is kept in memory.
     """
     import pyarrow as pa
     codec_name = _CODECS.get(column.compression)
@@ -257,7 +262,7 @@ def binary_spans(data: Any, column: Any, max_definition: int,
     end = pos + column.total_compressed_size
     try:
         return _read_pages(view, pos, end, column.num_values, max_definition, codec, pool,
-                           column.total_uncompressed_size)
+                           column.total_uncompressed_size, sink)
     except (_Unsupported, IndexError, ValueError, TypeError, AttributeError, struct.error,
             OSError, OverflowError):  # Damaged: pyarrow decodes it, or says what is wrong.
         return None
@@ -280,9 +285,16 @@ def _page_header(view: memoryview, pos: int, end: int,
     return header, body, size, raw_size
 
 
+def _itself(page: Any) -> Any:
+    return page
+
+
 def _read_pages(view: memoryview, pos: int, end: int, values: int, max_definition: int,
-                codec: Any, pool: Any, limit: int) -> PageSpans:
-    buffers: list[Any] = []  # Decompressed pages (or views of the map), kept by the spans.
+                codec: Any, pool: Any, limit: int,
+                sink: Callable[[Any], int] | None = None) -> PageSpans:
+    # Decompressed pages (or views of the map), kept by the spans; or their offsets in sink.
+    buffers: list[Any] = []
+    keep: Callable[[Any], Any] = sink if sink is not None else _itself
     chunk_ids: list[np.ndarray] = []
     starts: list[np.ndarray] = []
     ends: list[np.ndarray] = []
@@ -320,7 +332,7 @@ def _read_pages(view: memoryview, pos: int, end: int, values: int, max_definitio
                 raise _Unsupported('dictionary encoding')
             count = fields.get(1, 0)
             first, last = _plain_spans(page, 0, len(page), count)
-            buffers.append(page)
+            buffers.append(keep(page))
             dictionary = (len(buffers) - 1, np.array(first, np.int64), np.array(last, np.int64))
             continue
         fields = v2 if v2 is not None else (header.get(5) or {})
@@ -342,7 +354,7 @@ def _read_pages(view: memoryview, pos: int, end: int, values: int, max_definitio
         real = int(present.sum())
         if encoding == _PLAIN:
             first_list, last_list = _plain_spans(page, offset, len(page), real)
-            buffers.append(page)
+            buffers.append(keep(page))
             chunk = np.full(real, len(buffers) - 1, np.int32)
             first_arr, last_arr = np.array(first_list, np.int64), np.array(last_list, np.int64)
         elif encoding in (_PLAIN_DICTIONARY, _RLE_DICTIONARY) and dictionary is not None:

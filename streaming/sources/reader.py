@@ -31,7 +31,7 @@ from streaming.errors import IndexFileError, SourceFileError, StaleSourceError
 from streaming.fileio import file_etag
 from streaming.format.index import FileInfo
 from streaming.format.reader import Reader
-from streaming.sources.arrow_values import Decoded, DecodedCache
+from streaming.sources.arrow_values import Decoded, DecodedCache, with_spans
 from streaming.sources.unit_file import UnitColumns, map_unit, write_unit
 
 __all__ = ['SourceReader', 'check_ranges_entry', 'DecodeAhead', 'decode_width', 'readers_on_node',
@@ -172,12 +172,14 @@ class SourceReader(Reader):
             pass
 
     # ---- what the node's store of decoded units (``cache.decoded_units``) calls ----
-    def write_decoded(self, file: Any) -> tuple[UnitColumns, int | None]:
+    def write_decoded(self, file: Any) -> tuple[UnitColumns | None, int | None]:
         """Decode the unit and write it to ``file`` (a new unit file), for the node.
 
         Returns (the columns, the file's size): size None when the unit is not worth sharing
         (nothing compressed: the file is to be dropped), 0 when the file could not be written
         (no room). Read in place, the source is checked once decoded, as ``decode_checked``.
+        A subclass may write the columns as it decodes them and give None for them (the
+        store maps the file, or decodes again for this process if it cannot).
         """
         columns = self.decode_columns()
         if self.source_root is not None:
@@ -250,10 +252,16 @@ class SourceReader(Reader):
         return {name: get(idx) for name, get in self.getters().items()}
 
     def gather_columns(self, indices: np.ndarray, spans: bool = False) -> dict[str, Any] | None:
-        """The columns of samples ``indices`` at once (the batch fast path; see ``Decoded``)."""
+        """The columns of samples ``indices`` at once (the batch fast path; see ``Decoded``).
+
+        ``spans``: ``bytes`` columns of a unit mapped from the node's shared directory as
+        ``Spans`` of that map, not copied (the caller copies them once, into the hand-off).
+        """
         gatherers = self.columns_decoded().gatherers
         if not gatherers or not len(indices):
             return None
+        if spans:
+            return {name: with_spans(gather)(indices) for name, gather in gatherers.items()}
         return {name: gather(indices) for name, gather in gatherers.items()}
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

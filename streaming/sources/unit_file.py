@@ -21,6 +21,7 @@ for one that does not (the caller decodes the unit again).
 from __future__ import annotations
 
 import json
+import mmap
 import struct
 from typing import Any, BinaryIO, NamedTuple
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from streaming.sources.parquet_pages import PageSpans
 
-__all__ = ['MAGIC', 'UnitColumns', 'map_unit', 'write_unit']
+__all__ = ['MAGIC', 'Sections', 'SinkError', 'UnitColumns', 'map_unit', 'write_unit']
 
 MAGIC = b'SFUNIT01'
 _ALIGN = 64
@@ -40,17 +41,26 @@ class UnitColumns(NamedTuple):
     ``table``: the columns pyarrow decoded (a ``pyarrow.Table``, or None); ``spans``: the wide
     binary columns, ``{name: (PageSpans of each row group, values are str)}``; ``names``: the
     columns in their order; ``shared``: whether decoding it cost enough to be worth sharing
-    (False: its pages were stored uncompressed, so every process reads it as cheaply itself).
+    (False: its pages were stored uncompressed, so every process reads it as cheaply itself);
+    ``base``: the map of the unit file they were read from (None: decoded here), which holds
+    all their buffers, so that a batch's ``bytes`` values can be copied straight out of it.
     """
 
     table: Any | None
     spans: dict[str, tuple[list[PageSpans], bool]]
     names: list[str]
     shared: bool = True
+    base: Any = None
 
 
-class _Sections:
-    """Writes aligned sections to ``file``, recording ``[offset, length]`` of each."""
+class Sections:
+    """Writes aligned sections to ``file``, recording ``[offset, length]`` of each.
+
+    Also the ``sink`` of a page reader (``parquet_pages.binary_spans``): each decompressed
+    page goes to the file as soon as its values are found, so a unit decoded for the node is
+    never held whole in private memory (fresh pages of the process: slower than reusing the
+    few a page at a time takes; docs/sources/parquet.md).
+    """
 
     def __init__(self, file: BinaryIO) -> None:
         self.file, self.pos = file, 0
@@ -70,10 +80,25 @@ class _Sections:
             self.pos += view.nbytes
         return [start, self.pos - start]
 
+    def sink(self, page: Any) -> int:
+        """Write ``page`` as a section; its offset in the file."""
+        try:
+            return self.add(page)[0]
+        except OSError as error:
+            raise SinkError(error) from error
 
-def write_unit(file: BinaryIO, columns: UnitColumns) -> int:
-    """Write ``columns`` to ``file`` (open for writing, at its start); returns the file's size."""
-    out = _Sections(file)
+
+class SinkError(Exception):
+    """A page could not be written to the unit file (not a damaged page: not caught there)."""
+
+
+def write_unit(file: BinaryIO, columns: UnitColumns, out: Sections | None = None) -> int:
+    """Write ``columns`` to ``file`` (open for writing, at its start); returns the file's size.
+
+    ``out``: the ``Sections`` the span columns' pages were already written to (their
+    ``buffers`` are then offsets in the file).
+    """
+    out = out if out is not None else Sections(file)
     header: dict[str, Any] = {'names': list(columns.names), 'table': None, 'spans': {}}
     if columns.table is not None:
         import pyarrow as pa
@@ -92,11 +117,12 @@ def write_unit(file: BinaryIO, columns: UnitColumns) -> int:
     return out.pos + len(blob) + 8 + len(MAGIC)
 
 
-def _write_spans(out: _Sections, parts: list[PageSpans], text: bool) -> dict[str, Any]:
-    """One span column: its pages, and each value's span of the file."""
+def _write_spans(out: Sections, parts: list[PageSpans], text: bool) -> dict[str, Any]:
+    """One span column: its pages (unless written already: offsets), each value's span."""
     starts, ends = [], []
     for part in parts:
-        base = np.asarray([out.add(buffer)[0] for buffer in part.buffers] or [0], np.int64)
+        base = np.asarray([buffer if isinstance(buffer, int) else out.add(buffer)[0]
+                           for buffer in part.buffers] or [0], np.int64)
         starts.append(base[part.chunk] + part.start)
         ends.append(base[part.chunk] + part.end)
     null = np.concatenate([part.null for part in parts]).astype(np.uint8)
@@ -110,7 +136,9 @@ def map_unit(path: str) -> tuple[UnitColumns, int]:
     ``FileNotFoundError`` if there is none; ``ValueError`` if it is not a whole unit file.
     """
     import pyarrow as pa
-    buffer = pa.memory_map(path, 'r').read_buffer()
+    with open(path, 'rb') as file:
+        base = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)  # ValueError if empty.
+    buffer = pa.py_buffer(base)
     size = buffer.size
     if size < 16 or buffer[size - len(MAGIC):].to_pybytes() != MAGIC:
         raise ValueError(f'{path} is not a decoded unit (no trailer)')
@@ -141,4 +169,4 @@ def map_unit(path: str) -> tuple[UnitColumns, int]:
         held = int((stop - start).sum())  # This column's bytes of the map.
         spans[name] = ([PageSpans([data], np.zeros(len(start), np.int32), start, stop, null,
                                   held)], bool(where['text']))
-    return UnitColumns(table, spans, list(header['names'])), size
+    return UnitColumns(table, spans, list(header['names']), base=base), size

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import multiprocessing
@@ -17,7 +18,10 @@ import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.dataset.source_stream import SourceStream
-from streaming.sources import reader as source_reader
+from streaming.format.mds.reader import Spans
+from streaming.sources import parquet as parquet_source
+from streaming.sources import unit_file
+from streaming.sources.arrow_values import with_spans
 from streaming.sources.parquet import ParquetReader
 from streaming.sources.unit_file import map_unit, write_unit
 
@@ -197,13 +201,13 @@ def test_a_unit_file_round_trips_and_a_partial_one_is_refused(data, tmp_path) ->
 
 def _decode_then_hang(dataset: StreamingDataset, ready) -> None:  # noqa: ANN001
     """In a forked child: decode unit 0, write part of its file, then hang (to be killed)."""
-    def half_then_hang(file, columns):  # noqa: ANN001, ANN202
+    def half_then_hang(file, columns, *sections):  # noqa: ANN001, ANN002, ANN202
         file.write(b'x' * 4096)
         file.flush()
         ready.send('writing')
         time.sleep(600)
 
-    source_reader.write_unit = half_then_hang
+    parquet_source.write_unit = half_then_hang  # Its pages are written by then.
     dataset.cache.decoded.unit(0, dataset.cache.ready(0))
 
 
@@ -229,3 +233,88 @@ def test_a_decoder_killed_mid_write_leaves_nothing_that_reads_as_a_unit(data, tm
     decoded, _ = reader.accessors(columns)
     assert [decoded.getters['id'](i) for i in range(GROUP)] == list(range(GROUP))
     assert map_unit(store.path(0))[0].names == columns.names
+
+
+def test_a_shared_unit_is_written_as_decoded_and_gives_bytes_as_spans_of_its_map(
+        data, tmp_path) -> None:
+    stream = SourceStream(remote=data, local=str(tmp_path / 'cache'), options={'unit_bytes': 1},
+                          columns=['id', 'image', 'caption'])  # Columns a batch gathers.
+    reader = StreamingDataset(streams=[stream], batch_size=8).cache.ready(1)
+    path = str(tmp_path / 'unit')
+    with open(path, 'wb') as file:
+        columns, size = reader.write_decoded(file)
+    assert columns is None and os.path.getsize(path) == size  # Its pages went to the file.
+    mapped, _ = map_unit(path)
+    decoded, _ = reader.accessors(mapped)
+    direct, _ = reader.accessors(reader.decode_columns())
+    picks = np.array([5, 0, GROUP - 1, 5])
+    spans = with_spans(decoded.gatherers['image'])(picks)
+    assert isinstance(spans, Spans) and spans.data is mapped.base  # Not copied out.
+    expected = [direct.getters['image'](i) for i in picks.tolist()]
+    assert spans.values() == decoded.gatherers['image'](picks) == expected
+    assert not isinstance(with_spans(decoded.gatherers['caption'])(picks), Spans)  # str
+
+
+def test_narrow_binary_values_of_several_row_groups_are_spans_of_the_unit_file(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    root = tmp_path / 'narrow'
+    root.mkdir()
+    blobs = [bytes([i % 251]) * (50 + i) for i in range(40)]
+    pq.write_table(pa.table({'id': pa.array(range(40), pa.int64()),
+                             'blob': pa.array(blobs, pa.binary())}),
+                   str(root / 'part.parquet'), row_group_size=10, compression='zstd')
+    stream = SourceStream(remote=str(root), local=str(tmp_path / 'cache'),
+                          options={'unit_bytes': 1 << 20})  # One unit of 4 row groups.
+    reader = StreamingDataset(streams=[stream], batch_size=8).cache.ready(0)
+    path = str(tmp_path / 'unit')
+    with open(path, 'wb') as file:
+        reader.write_decoded(file)
+    mapped, _ = map_unit(path)
+    assert mapped.table is not None and mapped.table.column('blob').num_chunks == 4
+    gather = reader.accessors(mapped)[0].gatherers['blob']
+    picks = np.array([39, 0, 12, 25, 12])
+    spans = with_spans(gather)(picks)
+    assert isinstance(spans, Spans)
+    assert spans.values() == gather(picks) == [blobs[i] for i in picks.tolist()]
+
+
+def test_a_unit_file_that_cannot_be_written_is_decoded_for_this_process(
+        data, tmp_path, monkeypatch) -> None:
+    # A full shared directory cannot be made here (/dev/shm is shared with the machine): the
+    # unit file's writes fail as they would with ENOSPC.
+    def full(self, data):  # noqa: ANN001, ANN202
+        raise OSError(errno.ENOSPC, 'No space left on device')
+
+    dataset = _dataset(data, str(tmp_path / 'cache'))
+    store = dataset.cache.decoded
+    reader = dataset.cache.ready(2)
+    monkeypatch.setattr(unit_file.Sections, 'add', full)
+    columns = store.unit(2, reader)
+    decoded, _ = reader.accessors(columns)
+    assert [decoded.getters['id'](i) for i in range(GROUP)] == list(range(40, 40 + GROUP))
+    monkeypatch.undo()
+    direct, _ = reader.accessors(reader.decode_columns())
+    assert [decoded.getters['image'](i) for i in range(GROUP)] == \
+        [direct.getters['image'](i) for i in range(GROUP)]
+    assert store.decodes()[2] == 1
+    assert os.listdir(store.directory) == []  # Nothing published, no temporary file left.
+
+
+def test_two_workers_hand_off_bytes_straight_from_the_shared_units(data, tmp_path) -> None:
+    def dataset(cache: str) -> StreamingDataset:  # Columns a batch gathers (no lists).
+        stream = SourceStream(remote=data, local=cache, options={'unit_bytes': 1},
+                              columns=['id', 'image', 'caption'])
+        return StreamingDataset(streams=[stream], batch_size=8, shuffle=True, shuffle_seed=3)
+
+    alone = _samples(dataset(str(tmp_path / 'cache0')), workers=0)
+    shared_dataset = dataset(str(tmp_path / 'cache2'))
+    loader = StreamingDataLoader(shared_dataset, batch_size=8, num_workers=2)
+    shared: dict[int, dict] = {}
+    for batch in loader:
+        for row, sample_id in enumerate(batch['id'].tolist()):
+            shared[sample_id] = {name: _plain(value, row) for name, value in batch.items()}
+    assert sorted(shared) == list(range(FILES * ROWS)) and shared == alone
+    assert shared_dataset.cache.decoded.decodes().tolist() == [1] * shared_dataset.num_shards
+    rows = loader.stats.workers()  # Both read their share; their fetch CPU is recorded.
+    assert len(rows) == 2 and all(row['samples'] > 0 and row['fetch_cpu_s'] > 0 for row in rows)
