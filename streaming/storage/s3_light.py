@@ -26,6 +26,7 @@ replaced once, before any byte of the answer.
 from __future__ import annotations
 
 import base64
+import encodings.idna  # noqa: F401 - socket.create_connection's first use, not a download's.
 import hashlib
 import hmac
 import http.client

@@ -124,3 +124,51 @@ def test_a_forked_child_starts_its_own_pool() -> None:
     finally:
         child.join(60)
     assert child.exitcode == 0
+
+
+_KILLED_CHILD = '''
+import sys, threading
+from streaming.storage import Backend, ObjectInfo, Response, download_file, register_backend
+
+class Half(Backend):
+    scheme = 'half'
+
+    def stat(self, url, *, timeout):
+        return ObjectInfo(2000, 'v1')
+
+    def read(self, url, start=0, end=None, *, timeout, etag=None):
+        def chunks():
+            yield b'x' * 1000
+            threading.Event().wait()  # Stalls with half the body written, until killed.
+        return Response(ObjectInfo(2000, 'v1'), chunks())
+
+register_backend('half', Half)
+download_file('half://x', sys.argv[1], size=2000, retries=0, timeout=600)
+'''
+
+
+def test_a_killed_download_leaves_nothing_that_reads_as_the_file(tmp_path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import streaming
+    from streaming.fileio import TEMP_SUFFIX
+
+    tree = os.path.dirname(os.path.dirname(os.path.abspath(streaming.__file__)))
+
+    target = tmp_path / 'shard.mds'
+    child = subprocess.Popen([sys.executable, '-c', _KILLED_CHILD, str(target)],
+                             env={**os.environ, 'PYTHONPATH': tree})
+    try:
+        def half_written() -> bool:
+            return any(os.path.getsize(tmp_path / name) >= 1000 for name in os.listdir(tmp_path))
+        assert _wait_for(half_written, 120)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(60)
+    assert not target.exists()
+    leftovers = os.listdir(tmp_path)
+    assert leftovers and all(name.endswith(TEMP_SUFFIX) and name.startswith('.shard.mds.')
+                             for name in leftovers)
