@@ -45,7 +45,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -233,8 +233,26 @@ class _Schedule:
         self.owner, self.pool = owner, pool
         self.concurrency = Concurrency(in_flight_setting())
         self.futures: dict[Future, tuple[int, int]] = {}
+        # Finished downloads, pushed by their threads: the loop sleeps on one event instead of
+        # registering a waiter on every download in flight at each turn (``wait``).
+        self.finished: deque[Future] = deque()
+        self.woken = threading.Event()
         self.generation = -1
         self.throttles = PACER.throttles
+
+    def _finished(self, future: Future) -> None:
+        self.finished.append(future)
+        self.woken.set()
+
+    def _wait_for_one(self, timeout: float) -> list[Future]:
+        """The downloads finished since last asked, waiting up to ``timeout`` for one."""
+        if not self.finished:
+            self.woken.wait(timeout)
+        self.woken.clear()  # Whatever finishes after this sets it again.
+        done = []
+        while self.finished:
+            done.append(self.finished.popleft())
+        return done
 
     def _others_in_flight(self, states: np.ndarray) -> int:
         """Downloads of the node's readers (not this schedule's): they share the count."""
@@ -273,7 +291,9 @@ class _Schedule:
                     states, now, horizon, self.futures, others, limit, self.ahead,
                     lambda shard: int(owner.sizes[shard]), owner.budget,
                     owner.cache.room_for_ahead, split_tail=PACER.rate is None):
-                self.futures[self.pool.submit(owner.fetch, shard, first, parts)] = (shard, size)
+                future = self.pool.submit(owner.fetch, shard, first, parts)
+                self.futures[future] = (shard, size)
+                future.add_done_callback(self._finished)
             if self.walk.finished and not self.futures:
                 with owner.shared.lock('prefetch'):
                     if int(plan[_GEN]) == self.generation:
@@ -282,9 +302,9 @@ class _Schedule:
                 continue
             held_back = len(self.futures) + others >= limit
             if self.futures:
-                done, _ = wait(list(self.futures), timeout=0.05, return_when=FIRST_COMPLETED)
+                done = self._wait_for_one(0.05)
             else:
-                done = set()
+                done = []  # Every finished download was in ``futures``: none to collect.
                 # Waiting for readers to move the horizon (slowly while none has begun).
                 time.sleep(0.05 if now else 0.25)
             for future in done:

@@ -230,10 +230,16 @@ class SharedDir:
         return FileLock(self.file_path(f'{name}.lock'))
 
     def array(self, name: str) -> np.ndarray:
-        """A shared array created by the leader, memory-mapped once per process."""
+        """A shared array created by the leader, memory-mapped once per process.
+
+        A plain ndarray over the mapping, not the ``np.memmap`` itself: every index and
+        comparison of a memmap runs Python-level hooks (``__getitem__``, ``__array_finalize__``),
+        about twice the cost of the operation on these small arrays, which the read path and the
+        node's downloads consult per sample and per shard.
+        """
         array = self._arrays.get(name)
         if array is None:
-            array = np.load(self.file_path(f'{name}.npy'), mmap_mode='r+')
+            array = np.load(self.file_path(f'{name}.npy'), mmap_mode='r+').view(np.ndarray)
             self._arrays[name] = array
         return array
 

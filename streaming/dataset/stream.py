@@ -242,8 +242,11 @@ class Stream:
 
     def check_inside(self, path: str) -> None:
         """Refuse a shard path whose directory resolves outside ``local`` (a planted symlink)."""
+        directory = os.path.dirname(path)
+        if directory == self.local or directory + os.sep == self.local:
+            return  # ``local`` itself: it resolves to where ``local`` does, whatever links.
         local = os.path.realpath(self.local)
-        where = os.path.realpath(os.path.dirname(path))
+        where = os.path.realpath(directory)
         if where != local and not where.startswith(local + os.sep):
             raise ShardFileError(f'{path} resolves to {where}, outside the cache directory '
                                  f'local={self.local!r} (a symlinked directory?): refusing to '

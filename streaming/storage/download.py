@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Iterator
 
 from streaming.fileio import create_temp, preallocate, remove_quietly
+from streaming.storage.environ import on_environ
 from streaming.storage.errors import CorruptDownloadError, DiskFullError, DownloadError
 from streaming.storage.objects import ObjectInfo, ObjectStore
 from streaming.storage.pacing import PACER
@@ -106,6 +107,11 @@ class DownloadConfig:
 
     @classmethod
     def from_env(cls) -> DownloadConfig:
+        """The configuration the environment sets now (worked out once per environment)."""
+        return _config_from_environ(cls)
+
+    @classmethod
+    def _read_environ(cls) -> DownloadConfig:
         default = cls()
         policy = RetryPolicy.from_env()
         threshold = os.environ.get('STREAMING_DOWNLOAD_RANGED_THRESHOLD')
@@ -121,6 +127,11 @@ class DownloadConfig:
         )
 
 
+@on_environ
+def _config_from_environ(kind: type[DownloadConfig]) -> DownloadConfig:
+    return kind._read_environ()
+
+
 # ---- the three ways of one attempt ----------------------------------------------------------
 def download_in_one_get(backend: ObjectStore, url: str, path: str, size: int | None,
                         timeout: float, check: Check | None) -> None:
@@ -132,10 +143,12 @@ def download_in_one_get(backend: ObjectStore, url: str, path: str, size: int | N
         os.close(fd)
         fd = -1
         publish_verified(temp, path, size, check)
+        temp = ''  # Renamed into place: nothing left to remove.
     finally:
         if fd >= 0:
             os.close(fd)
-        remove_quietly(temp)
+        if temp:
+            remove_quietly(temp)
 
 
 def download_with_backend(backend: ObjectStore, url: str, path: str, size: int | None,
@@ -228,7 +241,7 @@ def _download(backend: ObjectStore, url: str, local_path: str, retries: int, tim
               whole: bool, one_get: bool = False) -> str:
     config = config or _split(DownloadConfig.from_env(), size)
     directory = os.path.dirname(local_path)
-    if directory:
+    if directory and not os.path.isdir(directory):  # One stat where it exists (most calls).
         os.makedirs(directory, exist_ok=True)
 
     def attempt() -> str:

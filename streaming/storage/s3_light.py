@@ -26,6 +26,7 @@ replaced once, before any byte of the answer.
 from __future__ import annotations
 
 import base64
+import encodings.idna  # noqa: F401 - socket.create_connection's first use, not a download's.
 import hashlib
 import hmac
 import http.client
@@ -37,8 +38,10 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import quote, urlsplit
+
+from streaming.storage.environ import on_environ
 
 try:  # The same CRC-32 as zlib's, with carry-less multiplication: ~4x faster here.
     from isal.isal_zlib import crc32 as _crc32
@@ -101,17 +104,32 @@ def truthy(value: str | None) -> bool:
 
 
 def light_settings(endpoint: str | None) -> Settings | None:
-    """The settings for this client from the environment, or None where boto3 must decide."""
+    """The settings for this client from the environment, or None where boto3 must decide.
+
+    Worked out once per environment (``environ.on_environ``); whether an AWS config file
+    exists is asked at every call.
+    """
+    config, settings = _settings_from_environ(endpoint)
+    if settings is None or os.path.exists(config):
+        return None
+    return settings
+
+
+@on_environ
+def _settings_from_environ(endpoint: str | None) -> tuple[str, Settings | None]:
+    """(The AWS config file boto3 would read, the settings if the variables allow them)."""
     env = os.environ
+    config = env.get('AWS_CONFIG_FILE') or os.path.expanduser(os.path.join('~', '.aws',
+                                                                           'config'))
+    return config, _settings(env, endpoint)
+
+
+def _settings(env: Mapping[str, str], endpoint: str | None) -> Settings | None:
     if env.get(CLIENT_ENV, 'auto').strip().lower() == 'boto3':
         return None
     if any(name.startswith('AWS_') and name not in _NEUTRAL_AWS for name in env):
         return None
     if any(env.get(name) or env.get(name.upper()) for name in _PROXIES):
-        return None
-    config = env.get('AWS_CONFIG_FILE') or os.path.expanduser(os.path.join('~', '.aws',
-                                                                           'config'))
-    if os.path.exists(config):
         return None
     region = env.get('AWS_DEFAULT_REGION') or None
     if env.get('AWS_REGION') and env.get('AWS_REGION') != region:

@@ -1,14 +1,22 @@
 """Requests run in threads under a stall watchdog, so ``timeout`` holds whatever the SDK.
 
-Each request is a ``Task``: a callable run in its own thread that calls ``task.progress()``
-whenever data arrives. A task that shows no progress for ``timeout`` seconds is cancelled and
-fails with a TimeoutError; its thread is abandoned (it stops at its next read, which the SDK's
-own socket timeout bounds) and, through ``task.writing()``, can never write again.
+Each request is a ``Task``: a callable run in a thread of its own that calls
+``task.progress()`` whenever data arrives. A task that shows no progress for ``timeout``
+seconds is cancelled and fails with a TimeoutError; its thread is abandoned (it stops at its
+next read, which the SDK's own socket timeout bounds) and, through ``task.writing()``, can never
+write again.
+
+The threads are kept: a task goes to an idle thread of the process's pool (``_Worker``), or to
+a new one when none is idle, so a task never waits for a thread and an abandoned one holds
+only its own. Starting and joining a thread per request cost ~0.4 ms of CPU per GET, a large
+part of a small shard's download (docs/benchmarks.md, issue 31). A thread idle for
+``IDLE_SECONDS`` exits; a forked child starts with no pool.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections import deque
@@ -17,9 +25,83 @@ from typing import Callable, Iterator, TypeVar
 
 from streaming.storage.retry import is_fatal
 
-__all__ = ['Cancelled', 'Task', 'first_error', 'run_tasks', 'run_watched', 'stalled']
+__all__ = ['IDLE_SECONDS', 'Cancelled', 'Task', 'first_error', 'idle_threads', 'run_tasks',
+           'run_watched', 'stalled']
 
 T = TypeVar('T')
+IDLE_SECONDS = 30.0  # A pooled thread with nothing to run for this long exits.
+
+
+class _Worker:
+    """A kept thread: runs the jobs handed to it, one at a time, then waits idle for more."""
+
+    def __init__(self) -> None:
+        self.job: Callable[[], Callable[[], None]] | None = None
+        self.wake = threading.Lock()  # Released by whoever hands this worker a job.
+        self.wake.acquire()
+        self.generation = _POOL_GENERATION
+        self.thread = threading.Thread(target=self.loop, daemon=True,
+                                       name=f'streaming-download-{next(_NAMES)}')
+
+    def loop(self) -> None:
+        while True:
+            if not self.wake.acquire(timeout=IDLE_SECONDS):
+                with _IDLE_LOCK:
+                    if self in _IDLE:  # Nobody took it meanwhile: retire.
+                        _IDLE.remove(self)
+                        return
+                self.wake.acquire()  # Taken just as it timed out: its job is coming.
+            job, self.job = self.job, None
+            report = job()  # type: ignore[misc]
+            with _IDLE_LOCK:
+                stale = self.generation != _POOL_GENERATION  # A forked parent's: not reused.
+                if not stale:
+                    _IDLE.append(self)
+            # Idle before the outcome is known: a caller's next task finds this thread free.
+            report()
+            if stale:
+                return
+
+
+_IDLE: list[_Worker] = []  # Most recently idle last: the warmest thread is reused first.
+_IDLE_LOCK = threading.Lock()
+_POOL_GENERATION = 0
+_NAMES = iter(range(1, 1 << 62))
+
+
+def _submit(job: Callable[[], Callable[[], None]]) -> None:
+    """Run ``job`` on an idle pooled thread, or on a new one if none is idle.
+
+    ``job`` must not raise; it returns what to call once the thread is idle again (its report).
+    """
+    with _IDLE_LOCK:
+        worker = _IDLE.pop() if _IDLE else None
+    if worker is None:
+        worker = _Worker()
+        worker.job = job
+        worker.wake.release()
+        worker.thread.start()
+        return
+    worker.job = job
+    worker.wake.release()
+
+
+def idle_threads() -> int:
+    """How many pooled threads are idle now (for tests and diagnostics)."""
+    with _IDLE_LOCK:
+        return len(_IDLE)
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of its parent's threads: start a new, empty pool."""
+    global _IDLE_LOCK, _POOL_GENERATION
+    _IDLE_LOCK = threading.Lock()
+    _IDLE.clear()
+    _POOL_GENERATION += 1
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 class Cancelled(Exception):
@@ -67,7 +149,7 @@ def stalled(timeout: float) -> str:
 
 def run_tasks(tasks: list[Task], timeout: float, concurrency: int,
               on_done: Callable[[Task], None] | None = None) -> list[Task]:
-    """Run ``tasks`` in threads, ``concurrency`` at a time; returns the failed ones.
+    """Run ``tasks`` on pooled threads, ``concurrency`` at a time; returns the failed ones.
 
     ``on_done(task)`` is called, in the calling thread, for each task that succeeded. A stalled
     task fails with a TimeoutError; a fatal error (``retry.is_fatal``) cancels every task.
@@ -77,7 +159,7 @@ def run_tasks(tasks: list[Task], timeout: float, concurrency: int,
     failed: list[Task] = []
     wake = threading.Condition()
 
-    def body(task: Task) -> None:
+    def body(task: Task) -> Callable[[], None]:
         result, failure = None, None
         try:
             result = task.run(task)
@@ -86,19 +168,22 @@ def run_tasks(tasks: list[Task], timeout: float, concurrency: int,
             if 'Timeout' in type(error).__name__ and not isinstance(error, TimeoutError):
                 # An SDK's socket timeout: say what it means, whatever the SDK calls it.
                 failure = TimeoutError(f'{stalled(timeout)} ({type(error).__name__})')
-        with wake:
-            if not task.cancelled:  # An abandoned task's outcome is no longer anyone's.
-                task.result, task.error = result, failure
-                task.finished = True
-            wake.notify_all()
+
+        def report() -> None:
+            with wake:
+                if not task.cancelled:  # An abandoned task's outcome is no longer anyone's.
+                    task.result, task.error = result, failure
+                    task.finished = True
+                wake.notify_all()
+
+        return report
 
     while pending or active:
         while pending and len(active) < concurrency:
             task = pending.popleft()
             task.progress()
             active.append(task)
-            threading.Thread(target=body, args=(task,), daemon=True,
-                             name=f'download:{task.label}').start()
+            _submit(lambda task=task: body(task))
         with wake:
             if not any(t.finished for t in active):
                 deadline = min(t.last for t in active) + timeout
