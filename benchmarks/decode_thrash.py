@@ -4,8 +4,8 @@
 
 ``--units`` snappy Parquet files of one row group (unit) each, of about ``--unit-mb`` MB decoded
 each (2 KiB rows), read shuffled (py1e) for one epoch by a fresh process per case: 0 and 2
-DataLoader workers, decode budget (``STREAMING_DECODED_BYTES`` for 0 workers,
-``STREAMING_SHARED_DECODED_BYTES`` for 2) at a quarter, a half, one and two times the decoded
+DataLoader workers, decode budget (``STREAMING_DECODED_BYTES``, and with workers
+``STREAMING_SHARED_DECODED_BYTES`` too) at a quarter, a half, one and two times the decoded
 size, ``shuffle_block_size`` the whole dataset, 4 units and 1 unit. Per case: the node's decodes
 per unit (``dataset.cache.decoded.decodes()``), the epoch's seconds and the re-decode warning
 (``decoded_units``) logged or not. ``STREAMING_BENCH_SRC=/a/checkout`` measures that checkout.
@@ -65,21 +65,33 @@ def _worker(source: str, cache: str, workers: int, block: int) -> dict:
     return {'samples': samples, 'epoch_s': seconds, 'units': len(decodes),
             'decodes_per_unit': float(decodes.sum()) / len(decodes),
             'max_decodes': int(decodes.max()),
-            'warned': any('decoded' in w and 'again' in w for w in warnings)}
+            'warned': any('decoded' in w and 'again' in w for w in warnings) or _node_warned(
+                dataset)}
+
+
+def _node_warned(dataset: object) -> bool:
+    """Whether a process of the node (a worker: its log is its own) warned of re-decodes."""
+    try:
+        return bool(dataset.cache.decoded.shared.array('decode_epochs')[1])  # type: ignore
+    except (KeyError, OSError):  # A checkout without the warning.
+        return False
 
 
 def run_case(source: str, scratch: str, workers: int, block: int, budget: int) -> dict:
-    variable = 'STREAMING_SHARED_DECODED_BYTES' if workers else 'STREAMING_DECODED_BYTES'
+    # With workers, each one's own budget too: a worker keeps the units it maps under it.
+    budgets = {'STREAMING_DECODED_BYTES': str(budget)}
+    if workers:
+        budgets['STREAMING_SHARED_DECODED_BYTES'] = str(budget)
     cache = tempfile.mkdtemp(dir=scratch)
     src = os.environ.get('STREAMING_BENCH_SRC') or os.path.dirname(
         os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, 'PYTHONPATH': src, variable: str(budget)}
+    env = {**os.environ, 'PYTHONPATH': src, **budgets}
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), 'worker', source, cache,
                            str(workers), str(block)], capture_output=True, text=True, env=env,
                           timeout=1800)
     for line in proc.stdout.splitlines():
         if line.startswith('RESULT '):
-            return {'workers': workers, 'shuffle_block_size': block, variable: budget,
+            return {'workers': workers, 'shuffle_block_size': block, 'budget': budget,
                     **json.loads(line[len('RESULT '):])}
     raise RuntimeError(proc.stderr[-3000:])
 
