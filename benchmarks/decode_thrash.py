@@ -3,7 +3,8 @@
     python benchmarks/decode_thrash.py [--units 16] [--unit-mb 2] [--out results.json]
 
 ``--units`` snappy Parquet files of one row group (unit) each, of about ``--unit-mb`` MB decoded
-each (2 KiB rows), read shuffled (py1e) for one epoch by a fresh process per case: 0 and 2
+each (2 KiB rows), read shuffled (``--algo``, py1e) for one epoch by a fresh process per case:
+0 and 2
 DataLoader workers, decode budget (``STREAMING_DECODED_BYTES``, and with workers
 ``STREAMING_SHARED_DECODED_BYTES`` too) at a quarter, a half, one and two times the decoded
 size, ``shuffle_block_size`` the whole dataset, 4 units and 1 unit. Per case: the node's decodes
@@ -44,7 +45,7 @@ def make_files(directory: str, units: int, rows_per_unit: int) -> None:
                        row_group_size=rows_per_unit, compression='snappy')
 
 
-def _worker(source: str, cache: str, workers: int, block: int) -> dict:
+def _worker(source: str, cache: str, workers: int, block: int, algo: str) -> dict:
     import logging
 
     from streaming import SourceStream, StreamingDataLoader, StreamingDataset
@@ -56,7 +57,8 @@ def _worker(source: str, cache: str, workers: int, block: int) -> dict:
 
     logging.getLogger('streaming').addHandler(Keep(logging.WARNING))
     dataset = StreamingDataset(streams=[SourceStream(remote=source, local=cache)],
-                               batch_size=32, shuffle=True, shuffle_block_size=block)
+                               batch_size=32, shuffle=True, shuffle_block_size=block,
+                               shuffle_algo=algo)
     loader = StreamingDataLoader(dataset, batch_size=32, num_workers=workers)
     start = time.perf_counter()
     samples = sum(len(batch['id']) for batch in loader)
@@ -77,7 +79,8 @@ def _node_warned(dataset: object) -> bool:
         return False
 
 
-def run_case(source: str, scratch: str, workers: int, block: int, budget: int) -> dict:
+def run_case(source: str, scratch: str, workers: int, block: int, budget: int,
+             algo: str = 'py1e') -> dict:
     # With workers, each one's own budget too: a worker keeps the units it maps under it.
     budgets = {'STREAMING_DECODED_BYTES': str(budget)}
     if workers:
@@ -87,24 +90,29 @@ def run_case(source: str, scratch: str, workers: int, block: int, budget: int) -
         os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, 'PYTHONPATH': src, **budgets}
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), 'worker', source, cache,
-                           str(workers), str(block)], capture_output=True, text=True, env=env,
+                           str(workers), str(block), algo], capture_output=True, text=True, env=env,
                           timeout=1800)
     for line in proc.stdout.splitlines():
         if line.startswith('RESULT '):
-            return {'workers': workers, 'shuffle_block_size': block, 'budget': budget,
+            return {'workers': workers, 'shuffle_block_size': block, 'budget': budget, 'algo': algo,
                     **json.loads(line[len('RESULT '):])}
     raise RuntimeError(proc.stderr[-3000:])
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == 'worker':
-        source, cache, workers, block = sys.argv[2:6]
-        print('RESULT ' + json.dumps(_worker(source, cache, int(workers), int(block))))
+        source, cache, workers, block, algo = sys.argv[2:7]
+        print('RESULT ' + json.dumps(_worker(source, cache, int(workers), int(block), algo)))
         return
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--units', type=int, default=16)
     parser.add_argument('--unit-mb', type=float, default=2.0)
     parser.add_argument('--workers', type=int, nargs='+', default=[0, 2])
+    parser.add_argument('--algo', default='py1e', help='shuffle_algo')
+    parser.add_argument('--blocks', type=float, nargs='+', default=[0, 4, 1],
+                        help='shuffle_block_size in units (0: the whole dataset)')
+    parser.add_argument('--fractions', type=float, nargs='+', default=[0.25, 0.5, 1.0, 2.0],
+                        help='budgets as fractions of the decoded size')
     parser.add_argument('--out')
     args = parser.parse_args()
     rows_per_unit = int(args.unit_mb * (1 << 20)) // ROW_BYTES
@@ -116,9 +124,11 @@ def main() -> None:
     make_files(source, args.units, rows_per_unit)
     rows = []
     for workers in args.workers:
-        for block in (total, 4 * rows_per_unit, rows_per_unit):
-            for fraction in (0.25, 0.5, 1.0, 2.0):
-                row = run_case(source, scratch, workers, block, int(decoded * fraction))
+        for units in args.blocks:
+            block = int(units * rows_per_unit) or total
+            for fraction in args.fractions:
+                row = run_case(source, scratch, workers, block, int(decoded * fraction),
+                               args.algo)
                 row.update(decoded_mb=decoded / 1e6, budget_vs_decoded=fraction,
                            load=os.getloadavg()[0])
                 print(json.dumps(row), flush=True)
