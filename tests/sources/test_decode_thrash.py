@@ -68,3 +68,17 @@ def test_units_that_fit_the_budget_are_decoded_once_without_a_warning(dataset, c
     assert _epoch(dataset) == FILES * ROWS  # Kept decoded: at most once more per unit.
     assert int(dataset.cache.decoded.decodes().sum()) <= first + FILES * 3
     assert not _thrash_warnings(caplog)
+
+
+def test_two_workers_count_their_decodes_on_the_node_and_mark_the_epoch_warned(
+        dataset, monkeypatch) -> None:
+    # Each worker decodes what it reads (not shared: its decodes follow from its own order
+    # alone) and keeps only its newest unit; the budget is set before the workers fork.
+    monkeypatch.setenv('STREAMING_SHARED_DECODE', '0')
+    monkeypatch.setattr(source_reader._decoded, 'budget', 1)
+    loader = StreamingDataLoader(dataset, batch_size=8, num_workers=2)
+    assert sum(len(batch['id']) for batch in loader) == FILES * ROWS
+    counts = dataset.cache.decoded.epoch_decodes()
+    assert counts.max() > 2 + decoded_units.REDECODES_TO_WARN, counts  # 2 readers on the node.
+    # One of the workers warned (in its own log) and marked epoch 0 warned for the node.
+    assert dataset.cache.decoded.shared.array('decode_epochs').tolist() == [1, 1]
