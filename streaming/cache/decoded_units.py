@@ -180,15 +180,19 @@ class DecodedUnits:
         where, _, process_budget = reader.decode_note()
         variable, budget = ('STREAMING_SHARED_DECODED_BYTES', self.budget) if shared else \
             ('STREAMING_DECODED_BYTES', process_budget)
+        # A worker keeps the units it mapped under its own budget: both bound a shared read.
+        to_raise = f'{variable} and STREAMING_DECODED_BYTES={process_budget}' if shared else \
+            variable
         logger.warning(
             'Stream %s: a unit was decoded %d times in epoch %d (%d units, %d MiB decoded, '
             'read so far): the decoded working set of the epoch does not fit %s=%d (%d MiB), so '
             'units are decoded again and again for a few samples each. Raise %s past the '
             'decoded size the shuffle keeps in use, or make the shuffle keep fewer units at '
-            'once: a smaller shuffle_block_size, or a shuffle_algo with locality. See '
+            'once: a smaller shuffle_block_size (whatever the shuffle_algo, the units of one '
+            'shuffle window must fit the budget decoded). See '
             'docs/sources/parquet.md, "Shuffled reads larger than the decode budget".',
             where, decodes, self.epoch, units, decoded >> 20, variable, budget, budget >> 20,
-            variable)
+            to_raise)
 
     def _mapped(self, shard_id: int, reader: SharedUnit) -> Any:
         """The unit's columns from its file, or None if there is none (or not a whole one)."""

@@ -162,7 +162,8 @@ class SourceReader(Reader):
 
         What the node's decode count (``cache.decoded_units``) warns with.
         """
-        return os.path.join(self.dirname, self.split or ''), readers_on_node(), _decoded.budget
+        stream = os.path.join(self.dirname, self.split) if self.split else self.dirname
+        return stream, readers_on_node(), _decoded.budget
 
     def decode_if_free(self) -> None:
         """Decode (or map) the unit now, unless another process of the node is decoding it.
