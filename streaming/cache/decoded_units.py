@@ -24,11 +24,19 @@ file when it evicts the shard, and the whole directory goes with the ``SharedDir
 ``decodes()`` counts, per shard, the decodes made on the node, shared or not (the test and the
 benchmark check "each unit decoded once"). ``STREAMING_SHARED_DECODE=0`` turns the sharing off
 (each process decodes what it reads, as before; still counted), for comparison.
+
+Thrashing made visible: a shuffled epoch whose decoded working set is larger than the budget that
+keeps it (this one, or a process's ``STREAMING_DECODED_BYTES``) decodes a whole unit again for a
+few samples, over and over. The decodes are also counted per epoch (``epoch_decodes()``); the
+first unit of an epoch decoded more than ``REDECODES_TO_WARN`` times beyond one per process
+reading on the node logs one warning for the node and epoch, naming the stream, the budget and
+the ways out (docs/sources/parquet.md, "Shuffled reads larger than the decode budget").
 """
 
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import time
 from typing import Any, Protocol
@@ -41,6 +49,10 @@ from streaming.fileio import create_temp, publish, remove_quietly
 __all__ = ['DecodedUnits', 'SharedUnit', 'decoded_arrays']
 
 DEFAULT_BUDGET = 1 << 30
+# Decodes of one unit in one epoch beyond one per process reading on the node before the warning.
+REDECODES_TO_WARN = 3
+
+logger = logging.getLogger(__name__)
 
 
 class SharedUnit(Protocol):
@@ -52,13 +64,18 @@ class SharedUnit(Protocol):
 
     def map_columns(self, path: str) -> tuple[Any, int]: ...
 
+    def decode_note(self) -> tuple[str, int, int]: ...
+
 
 def decoded_arrays(num_shards: int) -> dict[str, tuple[str, tuple]]:
     """The shared arrays the store needs, for the ``SharedDir`` to create."""
     return {'unit_decodes': ('int64', (num_shards,)),  # Decodes made on the node, per shard.
             'unit_file_bytes': ('int64', (num_shards,)),  # Size of each published unit file.
             'unit_file_access': ('int64', (num_shards,)),  # When each was last mapped (ns).
-            'unit_files_total': ('int64', (1,))}
+            'unit_files_total': ('int64', (1,)),
+            'epoch_unit_decodes': ('int64', (num_shards,)),  # Decodes in the epoch counted.
+            'unit_decoded_bytes': ('int64', (num_shards,)),  # Each unit's size decoded.
+            'decode_epochs': ('int64', (2,))}  # 1 + the epoch counted, 1 + the one warned of.
 
 
 def _budget(directory: str) -> int:
@@ -78,6 +95,7 @@ class DecodedUnits:
         self.shared = shared
         self.directory = shared.file_path('decoded')
         self._budget = budget
+        self.epoch = 0  # The epoch this process reads (``StreamingDataset.__iter__`` sets it).
 
     @property
     def budget(self) -> int:
@@ -115,10 +133,66 @@ class DecodedUnits:
         finally:
             lock.release()
 
-    def count(self, shard_id: int) -> None:
-        """Count a decode of the unit (also those made without the store: see ``decodes``)."""
+    def epoch_decodes(self) -> np.ndarray:
+        """Decodes made on the node in the latest epoch counted, per shard (a copy)."""
+        return np.array(self.shared.array('epoch_unit_decodes'))
+
+    def count(self, shard_id: int, reader: SharedUnit, nbytes: int = 0,
+              shared: bool = False) -> None:
+        """Count a decode of ``reader``'s unit; warn of thrashing (see the module docstring).
+
+        ``nbytes``: its size decoded; ``shared``: published for the node. Also the decodes
+        made without the store are counted (see ``decodes``).
+        """
         with self.shared.lock('decoded'):
             self.shared.array('unit_decodes')[shard_id] += 1
+            seen = self._count_in_epoch(shard_id, nbytes, reader.decode_note()[1])
+        if seen is not None:
+            self._warn(reader, shared, *seen)
+
+    def _count_in_epoch(self, shard_id: int, nbytes: int,
+                        readers: int) -> tuple[int, int, int] | None:
+        """Count the decode in this epoch (lock held); what to warn of, if it is time to.
+
+        That is the first time in the epoch a unit is decoded too often: (its decodes, the
+        units decoded in the epoch, their decoded bytes).
+        """
+        marks = self.shared.array('decode_epochs')
+        counts = self.shared.array('epoch_unit_decodes')
+        sizes = self.shared.array('unit_decoded_bytes')
+        epoch = self.epoch + 1
+        if marks[0] < epoch:  # The first decode of a new epoch on the node.
+            counts[:] = 0
+            marks[0] = epoch
+        if nbytes:
+            sizes[shard_id] = nbytes
+        if marks[0] != epoch:  # A process still on the previous epoch.
+            return None
+        counts[shard_id] += 1
+        if counts[shard_id] <= readers + REDECODES_TO_WARN or marks[1] >= epoch:
+            return None
+        marks[1] = epoch
+        touched = counts > 0
+        return int(counts[shard_id]), int(touched.sum()), int(sizes[touched].sum())
+
+    def _warn(self, reader: SharedUnit, shared: bool, decodes: int, units: int,
+              decoded: int) -> None:
+        where, _, process_budget = reader.decode_note()
+        variable, budget = ('STREAMING_SHARED_DECODED_BYTES', self.budget) if shared else \
+            ('STREAMING_DECODED_BYTES', process_budget)
+        # A worker keeps the units it mapped under its own budget: both bound a shared read.
+        to_raise = f'{variable} and STREAMING_DECODED_BYTES={process_budget}' if shared else \
+            variable
+        logger.warning(
+            'Stream %s: a unit was decoded %d times in epoch %d (%d units, %d MiB decoded, '
+            'read so far): the decoded working set of the epoch does not fit %s=%d (%d MiB), so '
+            'units are decoded again and again for a few samples each. Raise %s past the '
+            'decoded size the shuffle keeps in use, or make the shuffle keep fewer units at '
+            'once: a smaller shuffle_block_size (whatever the shuffle_algo, the units of one '
+            'shuffle window must fit the budget decoded). See '
+            'docs/sources/parquet.md, "Shuffled reads larger than the decode budget".',
+            where, decodes, self.epoch, units, decoded >> 20, variable, budget, budget >> 20,
+            to_raise)
 
     def _mapped(self, shard_id: int, reader: SharedUnit) -> Any:
         """The unit's columns from its file, or None if there is none (or not a whole one)."""
@@ -153,7 +227,7 @@ class DecodedUnits:
         except BaseException:
             remove_quietly(temp)
             raise
-        self.count(shard_id)
+        self.count(shard_id, reader, size or 0, shared=bool(size))
         if not size:
             remove_quietly(temp)
             if size is None:

@@ -395,6 +395,7 @@ class StreamingDataset(IndexingMixin, IterableDataset):
         epoch, sample_in_epoch, record = self._epochs.begin_session(self._session_key())
         if record is not None:
             self.resumable.adopt(record)
+        self.cache.decoded.epoch = epoch  # Decodes counted per epoch (thrashing warned of).
         # This worker's part of the node's shared order, read a chunk at a time; padding (-1)
         # is dropped chunk by chunk while iterating.
         mine = self._worker_order(epoch, sample_in_epoch, world)

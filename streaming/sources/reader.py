@@ -154,8 +154,16 @@ class SourceReader(Reader):
         if self.source_root is not None:
             self.check_source()
         if self.unit_store is not None and self.shard_id >= 0:
-            self.unit_store.count(self.shard_id)
+            self.unit_store.count(self.shard_id, self, decoded[1])
         return decoded
+
+    def decode_note(self) -> tuple[str, int, int]:
+        """(The stream's local directory, processes reading on the node, this process's budget).
+
+        What the node's decode count (``cache.decoded_units``) warns with.
+        """
+        stream = os.path.join(self.dirname, self.split) if self.split else self.dirname
+        return stream, readers_on_node(), _decoded.budget
 
     def decode_if_free(self) -> None:
         """Decode (or map) the unit now, unless another process of the node is decoding it.
