@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from streaming.coord.lock import try_lock
+from streaming.coord.lock import same_file, try_lock
 from streaming.errors import OutputError, OutputLockedError
 
 __all__ = ['DirectoryLock']
@@ -31,7 +31,7 @@ class DirectoryLock:
         except OSError as error:
             raise OutputError(f'{self.parameter}={path!r} cannot be opened as a directory: '
                               f'{error.strerror}.', error.errno) from None
-        if self._fd is not None and _same_file(fd, self._fd):
+        if self._fd is not None and same_file(os.fstat(fd), os.fstat(self._fd)):
             os.close(fd)
             return
         if not try_lock(fd):
@@ -52,11 +52,6 @@ class DirectoryLock:
 
     def __del__(self) -> None:
         self.release()
-
-
-def _same_file(fd: int, other: int) -> bool:
-    a, b = os.fstat(fd), os.fstat(other)
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _holder(fd: int) -> str:

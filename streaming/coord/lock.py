@@ -14,7 +14,7 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ['FileLock', 'Lease', 'is_locked', 'try_lock']
+__all__ = ['FileLock', 'Lease', 'is_locked', 'same_file', 'try_lock']
 
 # Locks holding a descriptor now. A forked child closes its copies of those descriptors (without
 # unlocking, which would unlock the parent too): otherwise a child would keep its parent's locks
@@ -55,14 +55,18 @@ def _open_lock_file(path: str) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, 'O_CLOEXEC', 0), 0o600)
 
 
+def same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    """Whether two ``stat`` results are of one file (device and inode)."""
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def _is_file_at(fd: int, path: str) -> bool:
     """Whether the open descriptor ``fd`` is the file now at ``path`` (not removed, replaced)."""
     try:
         at_path = os.stat(path)
     except FileNotFoundError:
         return False
-    opened = os.fstat(fd)
-    return (opened.st_dev, opened.st_ino) == (at_path.st_dev, at_path.st_ino)
+    return same_file(os.fstat(fd), at_path)
 
 
 class FileLock:
