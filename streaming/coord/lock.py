@@ -41,8 +41,15 @@ def unlock(fd: int) -> None:
 
 def is_locked(path: str) -> bool:
     """Whether some process holds ``path`` locked now (True too if it cannot be opened)."""
+    return _held(path, missing=True)
+
+
+def _held(path: str, missing: bool) -> bool:
+    """Whether some descriptor holds ``path`` locked now; ``missing`` if there is no such file."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
+    except FileNotFoundError:
+        return missing
     except OSError:
         return True
     try:
@@ -99,6 +106,25 @@ class FileLock:
         self._fds[threading.get_ident()] = fd
         _holding.add(self)
         return True
+
+    def held(self) -> bool:
+        """Whether anyone holds this lock now; asking never creates its file (none: nobody).
+
+        ``acquire`` creates the file; a holder that removes it when done (``order_store``)
+        would otherwise find it made again by whoever merely asked, left until swept.
+        """
+        return _held(self.path, missing=False)
+
+    def wait_free(self) -> None:
+        """Wait until nobody holds this lock, without taking it or creating its file."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
+        except FileNotFoundError:
+            return
+        try:
+            try_lock(fd, blocking=True)
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         fd = self._fds.pop(threading.get_ident())

@@ -157,8 +157,7 @@ class EpochIds:
             if state is None and os.path.exists(self._marker) and self._computing():
                 # Its computation renamed (or dropped) the file the marker names and is about
                 # to rewrite the marker: wait for that rather than compute the ids again.
-                with _compute_lock(self.shared, self.name):
-                    pass
+                _compute_lock(self.shared, self.name).wait_free()
                 state = _State.read(self._marker)
             if state is not None and (state.done or (stale_only and self._computing())):
                 return state
@@ -173,11 +172,7 @@ class EpochIds:
             return state
 
     def _computing(self) -> bool:
-        lock = _compute_lock(self.shared, self.name)
-        if not lock.acquire(blocking=False):
-            return True
-        lock.release()
-        return False
+        return _compute_lock(self.shared, self.name).held()
 
     def wait(self, count: int) -> None:
         """Return once the first ``count`` ids are final."""

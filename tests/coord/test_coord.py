@@ -370,3 +370,31 @@ def test_process_group_tokens_are_broadcast_from_rank_0(tmp_path) -> None:
 
 def test_base_dir_follows_the_override(shm) -> None:
     assert base_dir() == shm
+
+
+def test_asking_whether_a_lock_is_held_never_creates_its_file(tmp_path) -> None:
+    """``held`` and ``wait_free`` only look: a holder that removed the file finds none again."""
+    path = str(tmp_path / 'asked.lock')
+    asker = FileLock(path)
+    assert not asker.held() and not os.path.exists(path)
+    asker.wait_free()  # No file: nobody holds it, nothing to wait for.
+    assert not os.path.exists(path)
+    holder, taken, release, released = FileLock(path), threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        with holder:
+            taken.set()
+            assert release.wait(60)
+            released.append(True)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert taken.wait(60)
+    assert asker.held()  # Another thread's descriptor holds it, as another process's would.
+    release.set()
+    asker.wait_free()
+    assert released == [True]  # It returned only once the holder let go.
+    thread.join(60)
+    assert not asker.held()
+    os.remove(path)
+    assert not asker.held() and not os.path.exists(path)

@@ -167,3 +167,21 @@ def test_an_order_asked_for_as_its_computation_finishes_is_not_computed_again(
     assert np.array_equal(third.ids, epoch_sample_ids(**INPUTS))
     assert np.array_equal(asked[0].ids, third.ids)
     assert not _partial_files(shm)
+
+
+def test_asking_about_a_finished_computation_leaves_no_compute_lock(tmp_path,
+                                                                    thread_errors) -> None:
+    """A waiter that asks whether the ids are still being computed, just after the computation
+    removed its lock file, must not make that file again: it stayed in the node's shared
+    directory until the next epoch's sweep (what the soak test saw as one entry too many)."""
+    shm = str(tmp_path / 'shm')
+    os.makedirs(shm)
+    gate = threading.Event()
+    ids = shared_epoch_ids(SharedDir(shm), None, INPUTS, _held_steps(gate))
+    assert ids._computing()  # Held by the computing thread.
+    gate.set()
+    wait_for_background(60)
+    assert not ids._computing()
+    assert [name for name in os.listdir(shm) if name.startswith('compute-')] == []
+    ids.wait(len(ids))
+    assert np.array_equal(ids.ids, epoch_sample_ids(**INPUTS)) and thread_errors == []
