@@ -31,6 +31,12 @@ is in the epoch's tail, fetched as ranged parts. moto serves GETs of objects thi
 ``benchmarks.moto_big`` (a range read at the cost of the range; moto itself would read the
 whole 1 GiB object for every part).
 
+Per run the server side's CPU is taken too (``benchmarks.server_cpu``: moto and its link layer,
+and the machine's softirq time), per GB of payload, with the share of the link it leaves a
+client spending 0-30 CPU-s/GB on this machine's cores. ``--close-connections``: the kernel
+link's moto closes every connection after one request (werkzeug's server, as before
+2026-11-29); by default it keeps them, as S3 does.
+
     .venv/bin/python -m benchmarks.link_bench --profiles same-region --repeats 3
     .venv/bin/python -m benchmarks.link_bench --dataset tokens --impls ours litdata
     .venv/bin/python -m benchmarks.link_bench --dataset big --repeats 2 --timeout 600
@@ -236,6 +242,12 @@ COMMANDS = {
     'link-cpu-same-region-fallocate.json': '--profiles same-region --repeats 3 --timeout 300',
     'link-cpu-same-region-load2-fallocate.json': '--profiles same-region --repeats 3 '
                                                  '--timeout 300 --competing-load 2',
+    # What caps 2 KiB tokens here: the server side's CPU, all three, with and without
+    # keep-alive (docs/benchmarks.md).
+    'link-tokens-ceiling-close.json': '--dataset tokens --profiles same-region --repeats 2 '
+                                      '--timeout 240 --close-connections',
+    'link-tokens-ceiling.json': '--dataset tokens --profiles same-region --repeats 2 '
+                                '--timeout 240',
 }
 
 
