@@ -10,6 +10,7 @@ and the response said its length. Anything else, an HTTP/1.0 client, a client as
 
 from __future__ import annotations
 
+import socket
 import socketserver
 from typing import Callable
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
@@ -33,6 +34,17 @@ class _ResponseHandler(ServerHandler):
 class _Handler(WSGIRequestHandler):
     protocol_version = 'HTTP/1.1'
     timeout = IDLE_TIMEOUT
+    wbufsize = 1 << 16  # The status line and headers leave in one segment, not one per line.
+
+    def setup(self) -> None:
+        super().setup()
+        # Small writes are not held back for an ACK (Nagle) on a connection kept for more.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle_expect_100(self) -> bool:
+        answered = super().handle_expect_100()
+        self.wfile.flush()  # The client waits for this answer before it sends the body.
+        return answered
 
     def handle(self) -> None:
         self.close_connection = True

@@ -4,6 +4,7 @@ accounting of link_bench (benchmarks/server_cpu.py): real sockets on loopback, a
 from __future__ import annotations
 
 import http.client
+import socket
 import subprocess
 import sys
 import threading
@@ -107,3 +108,20 @@ def test_link_share_cap_is_the_cores_over_the_cost_at_most_the_link() -> None:
     assert link_share_cap(10.0, 96e6, cores=2) == 1.0  # 200 MB/s of CPU > the link.
     assert link_share_cap(40.0, 96e6, cores=2) == pytest.approx(50e6 / 96e6)
     assert link_share_cap(40.0, 96e6, cores=1) == pytest.approx(25e6 / 96e6)
+
+
+def test_a_client_expecting_100_continue_gets_it_before_sending_its_body(server: int) -> None:
+    with socket.create_connection(('127.0.0.1', server), timeout=30) as sock:
+        sock.sendall(b'PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n'
+                     b'Expect: 100-continue\r\n\r\n')
+        interim = b''
+        while b'\r\n\r\n' not in interim:  # Within the timeout, or the test fails.
+            interim += sock.recv(1024)
+        assert interim.startswith(b'HTTP/1.1 100')
+        sock.sendall(b'abc')
+        answer = b''
+        while not answer.endswith(b'/up:abc'):
+            data = sock.recv(1024)
+            assert data, answer
+            answer += data
+        assert answer.startswith(b'HTTP/1.1 200')
