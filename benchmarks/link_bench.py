@@ -31,6 +31,12 @@ is in the epoch's tail, fetched as ranged parts. moto serves GETs of objects thi
 ``benchmarks.moto_big`` (a range read at the cost of the range; moto itself would read the
 whole 1 GiB object for every part).
 
+Per run the server side's CPU is taken too (``benchmarks.server_cpu``: moto and its link layer,
+and the machine's softirq time), per GB of payload, with the share of the link it leaves a
+client spending 0-30 CPU-s/GB on this machine's cores. ``--close-connections``: the kernel
+link's moto closes every connection after one request (werkzeug's server, as before
+2026-11-29); by default it keeps them, as S3 does.
+
     .venv/bin/python -m benchmarks.link_bench --profiles same-region --repeats 3
     .venv/bin/python -m benchmarks.link_bench --dataset tokens --impls ours litdata
     .venv/bin/python -m benchmarks.link_bench --dataset big --repeats 2 --timeout 600
@@ -54,6 +60,7 @@ from benchmarks.envs import pythons
 from benchmarks.linkemu import PROFILES
 from benchmarks.linkemu_kernel import open_link
 from benchmarks.runner import run_worker
+from benchmarks.server_cpu import ServerCpu, ceiling_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Per dataset: (samples, default shard bytes).
@@ -62,7 +69,9 @@ DATASETS = {'images': (3000, 4_100_000), 'tokens': (150_000, 500_000),
 SAMPLES, SHARD_BYTES = DATASETS['images']
 METRICS = ('mb_per_s', 'link_share', 'first_batch_s', 'first_request_s', 'max_in_flight',
            'mean_in_flight', 'get_requests', 'ranged_gets', 'head_requests', 'fetched_ratio',
-           'peak_cache_mb', 'epoch_s', 'cpu_s_per_gb', 'cpu_s_per_gb_with_collect')
+           'peak_cache_mb', 'epoch_s', 'cpu_s_per_gb', 'cpu_s_per_gb_with_collect',
+           'server_cpu_s_per_gb', 'softirq_s_per_gb', 'machine_cpu_s_per_gb', 'steal_s_per_gb',
+           'link_rate')
 
 
 def _log(message: str) -> None:
@@ -101,11 +110,14 @@ def _dir_bytes(directory: str) -> int:
 def one_run(impl: str, python: str, link: Any, profile_rate: float, total: int,
             params: dict[str, Any], scratch: str, timeout: float) -> dict[str, Any]:
     link.reset()
-    result = run_worker(python, 'remote.py', impl, {**params, 'endpoint': link.endpoint},
-                        scratch, timeout)
+    with ServerCpu(link.server_pids()) as server_cpu:
+        result = run_worker(python, 'remote.py', impl, {**params, 'endpoint': link.endpoint},
+                            scratch, timeout)
     if result['status'] != 'ok':
         return result
     m = result['metrics']
+    m.update(server_cpu.result(m['samples'] * params['payload_per_sample']))
+    m['link_rate'] = profile_rate
     stats = link.stats()
     m['link_share'] = stats['bytes_out'] / m['epoch_s'] / profile_rate
     m['first_request_s'] = (stats['first_request_wall'] or m['start_wall']) - m['start_wall']
@@ -140,8 +152,9 @@ def table(results: dict[str, Any]) -> str:
         lines += [f'**{case}**', '',
                   '| | MB/s | share of link | first batch s | first request s | in flight max '
                   '/ mean | GET / ranged / HEAD | fetched / dataset | peak cache MB | '
-                  'CPU s/GB (with the harness\'s gc.collect) |',
-                  '|---|---|---|---|---|---|---|---|---|---|']
+                  'CPU s/GB (with the harness\'s gc.collect) | server / softirq / machine '
+                  'CPU s/GB |',
+                  '|---|---|---|---|---|---|---|---|---|---|---|']
         for impl, s in by_impl.items():
             if s.get('status') != 'ok':
                 lines.append(f'| {impl} | {s.get("status")}: {s.get("reason")} |')
@@ -156,7 +169,8 @@ def table(results: dict[str, Any]) -> str:
                 f'{med("mean_in_flight", ".1f")} | {med("get_requests", ".0f")} / '
                 f'{med("ranged_gets", ".0f")} / {med("head_requests", ".0f")} | '
                 f'{med("fetched_ratio")} | {med("peak_cache_mb", ".0f")} | '
-                f'{_cpu_cells(s, med)} |')
+                f'{_cpu_cells(s, med)} | {med("server_cpu_s_per_gb", ".1f")} / '
+                f'{med("softirq_s_per_gb", ".1f")} / {med("machine_cpu_s_per_gb", ".1f")} |')
         ours = by_impl.get(OURS, {})
         for other in (REFERENCE, LITDATA):
             theirs = by_impl.get(other, {})
@@ -170,8 +184,21 @@ def table(results: dict[str, Any]) -> str:
 
                 lines.append(f'\nours / {other}: MB/s {speed:.2f}x, time to first batch '
                              f'{first:.2f}x{cpu}')
+        lines += [line for impl, s in by_impl.items() for line in _ceiling_lines(impl, s)]
         lines.append('')
     return '\n'.join(lines)
+
+
+def _ceiling_lines(impl: str, s: dict[str, Any]) -> list[str]:
+    """The link share the server side's CPU leaves reachable for a client spending 0-30 CPU-s/GB
+    (benchmarks.server_cpu); nothing for runs saved before servers were accounted."""
+    if s.get('status') != 'ok' or 'server_cpu_s_per_gb' not in s or 'link_rate' not in s:
+        return []
+    server, softirq = s['server_cpu_s_per_gb']['median'], s['softirq_s_per_gb']['median']
+    rows = ceiling_rows(server, softirq, s['link_rate']['median'])
+    caps = ', '.join(f'{r["client_cpu_s_per_gb"]:.0f} -> {r["share_cap"]:.2f}' for r in rows)
+    return [f'\n{impl}: server {server:.1f} + softirq {softirq:.1f} CPU-s/GB; share of the link '
+            f'reachable on {os.cpu_count()} cores for a client spending (CPU-s/GB) {caps}']
 
 
 def _cpu_cells(s: dict[str, Any], med: Callable[[str, str], str]) -> str:
@@ -215,6 +242,12 @@ COMMANDS = {
     'link-cpu-same-region-fallocate.json': '--profiles same-region --repeats 3 --timeout 300',
     'link-cpu-same-region-load2-fallocate.json': '--profiles same-region --repeats 3 '
                                                  '--timeout 300 --competing-load 2',
+    # What caps 2 KiB tokens here: the server side's CPU, all three, with and without
+    # keep-alive (docs/benchmarks.md).
+    'link-tokens-ceiling-close.json': '--dataset tokens --profiles same-region --repeats 2 '
+                                      '--timeout 240 --close-connections',
+    'link-tokens-ceiling.json': '--dataset tokens --profiles same-region --repeats 2 '
+                                '--timeout 240',
 }
 
 
@@ -280,6 +313,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--competing-load', type=int, default=0, metavar='N',
                         help='N busy processes beside every run (benchmarks.competing_load); '
                              'the case name says so')
+    parser.add_argument('--close-connections', action='store_true',
+                        help='the kernel link\'s server closes every connection after one '
+                             'request (werkzeug\'s server; the default keeps them, as S3 does)')
     parser.add_argument('--data-dir', default=os.path.join(REPO, 'benchmarks', '.data', 'link'))
     parser.add_argument('--out', default=os.path.join(REPO, 'benchmarks', 'results',
                                                       'link.json'))
@@ -295,7 +331,8 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {}
     load_before = os.getloadavg()
     os.environ.update({'AWS_ACCESS_KEY_ID': 'testing', 'AWS_SECRET_ACCESS_KEY': 'testing'})
-    with open_link(PROFILES['uncapped'], 'linkbench', args.link) as link:
+    with open_link(PROFILES['uncapped'], 'linkbench', args.link,
+                   keep_alive=not args.close_connections) as link:
         _log(f'link emulator: {link.mode}')
         key = os.path.basename(dirs[args.impls[0]])
         totals = {impl: link.upload_dir(dirs[impl], f'{impl}/{key}') for impl in args.impls}
@@ -338,7 +375,8 @@ def main(argv: list[str] | None = None) -> None:
     with open(args.out, 'w') as f:
         json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'load': os.getloadavg(),
                    'load_before': load_before, 'competing_load': args.competing_load,
-                   'link': link.mode, 'results': results}, f, indent=1, default=str)
+                   'link': link.mode, 'keep_alive': getattr(link, 'keep_alive', False),
+                   'results': results}, f, indent=1, default=str)
     print(table(shown))
 
 

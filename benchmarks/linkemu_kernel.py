@@ -9,6 +9,8 @@ the bytes never pass through user space on their way to the reader:
   **link rate**, under it 1,024 leaf classes capped at the **per-connection rate**; a classic
   BPF filter puts each TCP connection in the leaf of its client port (ports are handed out in
   steps of two, so ``port / 2 mod 1024`` keeps concurrent connections apart);
+* moto's server keeps **HTTP/1.1 connections open** between requests, as S3 does
+  (``benchmarks.wsgi_keepalive``; werkzeug's own server closes each one: ``keep_alive=False``);
 * the **time to first byte** is kept by moto's side: a thin WSGI layer holds a response until
   ``ttfb`` seconds after its request arrived (a sleeping thread, no CPU). This kernel has no
   ``netem``, and a real store's first-byte time is mostly its own latency anyway.
@@ -84,9 +86,10 @@ class KernelLink(ServerProcess):
 
     mode = 'kernel'
 
-    def __init__(self, profile: Profile, bucket: str = 'bench', start_server: bool = True
-                 ) -> None:
+    def __init__(self, profile: Profile, bucket: str = 'bench', start_server: bool = True,
+                 keep_alive: bool = True) -> None:
         self.profile, self.bucket, self.start_server = profile, bucket, start_server
+        self.keep_alive = keep_alive
         pid = os.getpid()
         slot = (pid * 7 + int(time.time() * 1000)) % 16000
         self.netns = f'linkemu-{pid}-{slot}'
@@ -154,7 +157,8 @@ class KernelLink(ServerProcess):
     def _start_moto(self) -> None:
         self._process = subprocess.Popen(
             self._ns(sys.executable, '-m', 'benchmarks.linkemu_kernel', '--host', self.ns_ip,
-                     '--port', str(self.port), '--ttfb', str(self.profile.ttfb)),
+                     '--port', str(self.port), '--ttfb', str(self.profile.ttfb),
+                     *([] if self.keep_alive else ['--close-connections'])),
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while True:
@@ -166,6 +170,10 @@ class KernelLink(ServerProcess):
                     raise RuntimeError('moto did not start in the link namespace') from None
                 time.sleep(0.1)
         self.client().create_bucket(Bucket=self.bucket)
+
+    def server_pids(self) -> list[int]:
+        """The server side's processes (moto and its link layer), for CPU accounting."""
+        return [self._process.pid] if self._process is not None else []
 
     def set_profile(self, profile: Profile) -> None:
         """New rates (tc classes changed in place) and time to first byte."""
@@ -280,15 +288,23 @@ class LinkLayer:
         return [data]
 
 
-def serve(host: str, port: int, ttfb: float) -> None:
-    """moto's S3 behind ``LinkLayer``, threaded, until killed (run inside the namespace)."""
+def serve(host: str, port: int, ttfb: float, keep_alive: bool = True) -> None:
+    """moto's S3 behind ``LinkLayer``, threaded, until killed (run inside the namespace).
+
+    With ``keep_alive`` (the default) connections stay open between GETs as with a real store
+    (``benchmarks.wsgi_keepalive``); without it, werkzeug's server closes every connection.
+    """
     import logging
 
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-    from werkzeug.serving import make_server
     logging.getLogger('werkzeug').setLevel(logging.WARNING)
-    app = DomainDispatcherApplication(create_backend_app)
-    make_server(host, port, LinkLayer(app, ttfb), threaded=True).serve_forever()
+    app = LinkLayer(DomainDispatcherApplication(create_backend_app), ttfb)
+    if keep_alive:
+        from benchmarks.wsgi_keepalive import make_server as make_kept_server
+        make_kept_server(host, port, app).serve_forever()
+    else:
+        from werkzeug.serving import make_server
+        make_server(host, port, app, threaded=True).serve_forever()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -297,8 +313,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--host', required=True)
     parser.add_argument('--port', type=int, required=True)
     parser.add_argument('--ttfb', type=float, default=0.0)
+    parser.add_argument('--close-connections', action='store_true',
+                        help='close every connection after one request (werkzeug\'s server)')
     args = parser.parse_args(argv)
-    serve(args.host, args.port, args.ttfb)
+    serve(args.host, args.port, args.ttfb, keep_alive=not args.close_connections)
 
 
 if __name__ == '__main__':
@@ -346,6 +364,11 @@ class ProxyLink:
     def client(self):  # noqa: ANN201 - boto3 clients have no importable type
         return self._s3.client()
 
+    def server_pids(self) -> list[int]:
+        """moto's process and the proxy's, for CPU accounting."""
+        return [server._process.pid for server in (self._s3, self._proxy)
+                if server is not None and server._process is not None]
+
     def upload_dir(self, directory: str, prefix: str) -> int:
         return self._s3.upload_dir(directory, prefix)
 
@@ -356,15 +379,17 @@ class ProxyLink:
         self._proxy.reset()
 
 
-def open_link(profile: Profile, bucket: str = 'bench', mode: str = 'auto'
-              ) -> KernelLink | ProxyLink:
+def open_link(profile: Profile, bucket: str = 'bench', mode: str = 'auto',
+              keep_alive: bool = True) -> KernelLink | ProxyLink:
     """A link of ``mode`` ('kernel', 'proxy', or 'auto': kernel when it can be set up, else the
-    proxy, saying why on stderr). Use it with ``with``."""
+    proxy, saying why on stderr). Use it with ``with``. ``keep_alive=False``: the kernel link's
+    server closes every connection after one request (as before 2026-11-29; the proxy's moto
+    always does)."""
     if mode == 'proxy':
         return ProxyLink(profile, bucket)
     reason = kernel_link_unavailable()
     if reason is None:
-        return KernelLink(profile, bucket)
+        return KernelLink(profile, bucket, keep_alive=keep_alive)
     if mode == 'kernel':
         raise RuntimeError(f'the kernel link cannot be set up: {reason}')
     print(f'[linkemu] kernel link unavailable ({reason}); using the user-space proxy',

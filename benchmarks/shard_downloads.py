@@ -25,6 +25,7 @@ from typing import Any
 
 from benchmarks.linkemu import PROFILES
 from benchmarks.linkemu_kernel import open_link
+from benchmarks.server_cpu import ServerCpu
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(REPO, 'benchmarks', '.data', 'link', 'ours', 'tokens-500000')
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--link', default='kernel', choices=('kernel', 'proxy', 'auto'))
     parser.add_argument('--wrap', default='', help='a command prefix for the measured process '
                         '(e.g. "perf record -g -o out.data --")')
+    parser.add_argument('--close-connections', action='store_true',
+                        help='the kernel link\'s server closes every connection after one '
+                             'request (werkzeug\'s server; the default keeps them, as S3 does)')
     parser.add_argument('--data', default=DEFAULT_DATA, help='a directory of shards')
     parser.add_argument('--scratch', default=os.path.join(REPO, 'benchmarks', '.data', 'link',
                                                           'scratch', 'shard-downloads'))
@@ -88,18 +92,22 @@ def main(argv: list[str] | None = None) -> None:
                    for name in os.listdir(args.data) if name != 'index.json')
     os.environ.update({'AWS_ACCESS_KEY_ID': 'testing', 'AWS_SECRET_ACCESS_KEY': 'testing'})
     results: dict[str, list[dict[str, Any]]] = {src: [] for src in args.src}
-    with open_link(PROFILES['uncapped'], 'linkbench', args.link) as link:
+    with open_link(PROFILES['uncapped'], 'linkbench', args.link,
+                   keep_alive=not args.close_connections) as link:
         link.upload_dir(args.data, 'shards')
         link.set_profile(PROFILES[args.profile])
         for round_ in range(args.pairs):
             for src in args.src:
-                result = run_one(src, link.endpoint, 'shards', files, args.scratch, args.threads,
-                                 args.wrap.split())
+                with ServerCpu(link.server_pids()) as server_cpu:
+                    result = run_one(src, link.endpoint, 'shards', files, args.scratch,
+                                     args.threads, args.wrap.split())
+                result['server_ms_per_shard'] = 1e3 * server_cpu.server_s / result['shards']
                 result['load'] = os.getloadavg()[0]
                 results[src].append(result)
                 print(f'#{round_} {src}: {result["ms_per_shard"]:.2f} ms a shard '
                       f'(user {result["user_s"]:.2f} + system {result["system_s"]:.2f} s), '
                       f'{result["cpu_s_per_gb"]:.1f} CPU-s/GB, {result["mb_per_s"]:.1f} MB/s, '
+                      f'server {result["server_ms_per_shard"]:.2f} ms a shard, '
                       f'load {result["load"]:.2f}', flush=True)
     for src, runs in results.items():
         cost = sorted(r['ms_per_shard'] for r in runs)

@@ -271,6 +271,11 @@ def _proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')  # utime, stime
 
 
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its live descendants (a server's)."""
+    return _proc_cpu_s(pid) + sum(_proc_cpu_s(child) for child in _descendants(pid))
+
+
 def job_cpu_s() -> float:
     """User + system CPU seconds of the whole job so far: this process (every thread), its
     reaped children (DataLoader workers once joined, through ``RUSAGE_CHILDREN``), and its
