@@ -218,8 +218,11 @@ class ShardCache:
         """The reader of shard ``shard_id``, its files local (prepared first if needed).
 
         Records the access for LRU eviction (with a limit) and drops this process's map of a
-        shard evicted since it was mapped. A read may still find the files gone (evicted in
-        between): catch ``FileNotFoundError``, call ``forget`` and ask again.
+        shard evicted since it was mapped. With a limit, a shard prepared here is mapped at
+        once: readying a batch's shards one after another may evict an earlier one of them
+        (its last use is older than any shard fetched ahead), and its map still reads it, where
+        an unmapped one would be fetched again. A read may still find the files gone (evicted
+        before they were mapped): catch ``FileNotFoundError``, call ``forget`` and ask again.
         """
         if self._any_evictable:
             generation = int(self.generation[shard_id])
@@ -235,6 +238,8 @@ class ShardCache:
             reader = self._built[shard_id] = self.shards[shard_id]  # Built now if built lazily.
             if hasattr(reader, 'unit_store'):  # A unit of a data file: decoded once per node.
                 reader.unit_store, reader.shard_id = self.decoded, shard_id
+            elif self.limit is not None and self.evictable[shard_id]:
+                _map_now(reader)
         return self._built[shard_id]  # type: ignore[return-value]
 
     def forget(self, shard_id: int) -> None:
@@ -436,3 +441,11 @@ class ShardCache:
                 raise RuntimeError('No local shard can be evicted (none is local, or none has a '
                                    'remote to fetch it from again).')
             return self._evict_locked(int(candidates[np.argmin(self.access[candidates])]))
+
+
+def _map_now(reader: Reader) -> None:
+    """Map ``reader``'s files; a missing or bad file is left for its read to report."""
+    try:
+        reader.map_files()
+    except (FileNotFoundError, ShardFileError):
+        pass
