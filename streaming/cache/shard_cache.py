@@ -190,12 +190,15 @@ class ShardCache:
     def room_for_ahead(self, size: float) -> bool:
         """Whether a shard of ``size`` bytes fetched ahead fits under ``cache_limit``.
 
-        Evicting for it may take only shards that every reader is past (``mark_passed``).
+        Evicting for it may take only shards that every reader is past (``mark_passed``), and
+        evicting one frees what it holds once prepared (its raw files, unless the compressed
+        ones are kept), not its peak while prepared: counting the peak let a download ahead
+        evict shards that readers still needed.
         """
         if self.limit is None:
             return True
-        passed = (self.states == LOCAL) & (self.access == 0)
-        return self.usage - int(self.max_sizes()[passed].sum()) + size <= self.limit
+        passed = np.flatnonzero((self.states == LOCAL) & (self.access == 0) & self.evictable)
+        return self.usage - self._held_bytes(passed) + size <= self.limit
 
     def mark_ahead(self, shard_id: int, first_use: int, base: int) -> None:
         """Mark ``shard_id`` fetched ahead: evicted after every shard already used.
@@ -375,9 +378,7 @@ class ShardCache:
         if self.limit is None or self.usage + needed <= self.limit:
             return None
         local = np.flatnonzero((self.states == LOCAL) & self.evictable)
-        freeable = sum(self.shards[i].get_persistent_size(
-            self.streams[self.shard_streams[i]].safe_keep_zip)
-            for i in local[local != keep].tolist())
+        freeable = self._held_bytes(local[local != keep])
         for busy in np.flatnonzero(self.states == PREPARING).tolist():
             if self.usage - freeable + needed <= self.limit:
                 return None
@@ -390,6 +391,11 @@ class ShardCache:
             self.states[busy] = REMOTE
             self._add_usage(-self.shards[busy].get_max_size())
         return None
+
+    def _held_bytes(self, shard_ids: np.ndarray) -> int:
+        """What local shards ``shard_ids`` hold of the cache (what evicting them frees)."""
+        return sum(self.shards[i].get_persistent_size(
+            self.streams[self.shard_streams[i]].safe_keep_zip) for i in shard_ids.tolist())
 
     def _make_room(self, needed: int, keep: int) -> None:
         """Evict least recently used shards until ``needed`` more bytes fit (lock held)."""

@@ -65,12 +65,18 @@ class EpochWalk:
             self._queue.extend(zip(shards.tolist(), times.tolist()))
         return self._queue[0]
 
-    def next_remote(self, states: np.ndarray, horizon: int | None) -> tuple[int, int] | None:
+    def next_remote(self, states: np.ndarray, horizon: int | None,
+                    now: int = 0) -> tuple[int, int] | None:
         """The next ``(shard, first use)`` still remote, first used before ``horizon`` if any.
 
-        Shards local or being prepared by someone (``states``) are taken on the way.
+        Shards local or being prepared by someone (``states``) are taken on the way, and so
+        are shards whose last use is before ``now`` (with last uses tracked): a schedule behind
+        its readers would otherwise fetch a shard that they fetched, read and let go of,
+        again and for nobody.
         """
-        while (item := self.peek()) is not None and states[item[0]] != REMOTE:
+        last = self._last
+        while (item := self.peek()) is not None and (
+                states[item[0]] != REMOTE or (last is not None and last[item[0]] < now)):
             self.take()
         if item is None or (horizon is not None and item[1] >= horizon):
             return None
@@ -93,7 +99,7 @@ class EpochWalk:
         ahead_bytes = sum(size for _, size in ahead)
         unstarted = -1  # Shards nobody fetches yet, counted when first needed.
         while len(in_flight) + others < limit:
-            item = self.next_remote(states, horizon)
+            item = self.next_remote(states, horizon, now)
             if item is None:
                 return
             shard, first = item
