@@ -278,6 +278,20 @@ class _Schedule:
         room_for_ahead = self.owner.cache.room_for_ahead
         return lambda size: room_for_ahead(size + self._unclaimed(states))
 
+    def _fetch(self, walk: EpochWalk, shard: int, first: int, parts: int) -> None:
+        """``owner.fetch`` unless every reader is past the shard's last use by its turn.
+
+        A download waits for a thread and for room: readers behind whom the schedule lags may
+        fetch, read and let go of its shard meanwhile. It is then not fetched again, and one
+        that lands after that is marked passed rather than ahead (where it would stay, its
+        mark above every shard still needed).
+        """
+        if walk.is_past(shard):
+            return
+        self.owner.fetch(shard, first, parts)
+        if walk.is_past(shard):
+            self.owner.cache.mark_passed(shard)
+
     def _begin(self, plan: np.ndarray) -> None:
         owner = self.owner
         self.generation = int(plan[_GEN])
@@ -304,11 +318,12 @@ class _Schedule:
             limit = self.concurrency.value
             others = self._others_in_flight(states)
             # Paced (the store throttles): one GET per shard, each taking a turn.
-            for shard, first, size, parts in self.walk.admit(
+            walk = self.walk
+            for shard, first, size, parts in walk.admit(
                     states, now, horizon, self.futures, others, limit, self.ahead,
                     lambda shard: int(owner.sizes[shard]), owner.budget,
                     room_for, split_tail=PACER.rate is None):
-                future = self.pool.submit(owner.fetch, shard, first, parts)
+                future = self.pool.submit(self._fetch, walk, shard, first, parts)
                 self.futures[future] = (shard, size)
                 future.add_done_callback(self._finished)
             if self.walk.finished and not self.futures:

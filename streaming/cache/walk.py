@@ -49,6 +49,7 @@ class EpochWalk:
         self._last: np.ndarray | None = None
         self._by_last = np.zeros(0, np.int64)
         self._cursor = 0
+        self._past = -1  # The latest ``now`` given to ``passed``.
         if track_last:
             self._last = last_uses(order, shard_starts, num_shards)
             used = np.flatnonzero(self._last >= 0)
@@ -123,12 +124,20 @@ class EpochWalk:
 
     def passed(self, now: int) -> Iterator[int]:
         """Shards whose last use is before ``now``, each once, in the order of their last use."""
+        self._past = max(self._past, now)
         while self._cursor < len(self._by_last):
             shard = int(self._by_last[self._cursor])
             if self._last[shard] >= now:  # type: ignore[index]
                 return
             self._cursor += 1
             yield shard
+
+    def is_past(self, shard: int) -> bool:
+        """Whether ``passed`` has reached ``shard``'s last use (False without last uses).
+
+        A download started before may end after: its shard is then marked passed, not ahead.
+        """
+        return self._last is not None and int(self._last[shard]) < self._past
 
     @property
     def finished(self) -> bool:

@@ -79,3 +79,8 @@ def test_walk_behind_its_readers_skips_shards_past_their_last_use() -> None:
     assert walk.next_remote(states, None, now=5) is None
     untracked = EpochWalk(ORDER, STARTS, 3, track_last=False)  # Nothing evicted: no last uses.
     assert untracked.next_remote(states, None, now=5) == (2, 0)
+    # A download started before ends after: its shard is past once ``passed`` reached it.
+    assert not any(walk.is_past(shard) for shard in range(3))
+    assert list(walk.passed(5)) == [2, 0]
+    assert [walk.is_past(shard) for shard in range(3)] == [True, False, True]
+    assert not untracked.is_past(2) and list(untracked.passed(5)) == []
