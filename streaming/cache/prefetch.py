@@ -262,6 +262,36 @@ class _Schedule:
         mine = [shard for shard, _ in self.futures.values()]
         return max(0, preparing - int(np.count_nonzero(states[mine] == PREPARING)))
 
+    def _unclaimed(self, states: np.ndarray) -> int:
+        """Bytes of this schedule's downloads that have not reserved their room yet.
+
+        A download reserves its shard's bytes in the cache when its thread claims the shard
+        (``ShardCache.prepare``), which may be after the schedule has started several more: each
+        must fit beside those too, or claiming them evicts shards that readers still need.
+        States are read before the cache's usage: a claim in between is counted twice, never
+        missed.
+        """
+        return sum(size for shard, size in self.futures.values() if states[shard] == REMOTE)
+
+    def _room_for(self, states: np.ndarray) -> Callable[[float], bool]:
+        """``ShardCache.room_for_ahead`` of a shard beside the unclaimed downloads."""
+        room_for_ahead = self.owner.cache.room_for_ahead
+        return lambda size: room_for_ahead(size + self._unclaimed(states))
+
+    def _fetch(self, walk: EpochWalk, shard: int, first: int, parts: int) -> None:
+        """``owner.fetch`` unless every reader is past the shard's last use by its turn.
+
+        A download waits for a thread and for room: readers behind whom the schedule lags may
+        fetch, read and let go of its shard meanwhile. It is then not fetched again, and one
+        that lands after that is marked passed rather than ahead (where it would stay, its
+        mark above every shard still needed).
+        """
+        if walk.is_past(shard):
+            return
+        self.owner.fetch(shard, first, parts)
+        if walk.is_past(shard):
+            self.owner.cache.mark_passed(shard)
+
     def _begin(self, plan: np.ndarray) -> None:
         owner = self.owner
         self.generation = int(plan[_GEN])
@@ -275,6 +305,7 @@ class _Schedule:
         owner = self.owner
         plan = owner.shared.array('prefetch_plan')
         states = owner.cache.states
+        room_for = self._room_for(states)
         while True:
             if int(plan[_GEN]) != self.generation:
                 self._begin(plan)
@@ -287,11 +318,12 @@ class _Schedule:
             limit = self.concurrency.value
             others = self._others_in_flight(states)
             # Paced (the store throttles): one GET per shard, each taking a turn.
-            for shard, first, size, parts in self.walk.admit(
+            walk = self.walk
+            for shard, first, size, parts in walk.admit(
                     states, now, horizon, self.futures, others, limit, self.ahead,
                     lambda shard: int(owner.sizes[shard]), owner.budget,
-                    owner.cache.room_for_ahead, split_tail=PACER.rate is None):
-                future = self.pool.submit(owner.fetch, shard, first, parts)
+                    room_for, split_tail=PACER.rate is None):
+                future = self.pool.submit(self._fetch, walk, shard, first, parts)
                 self.futures[future] = (shard, size)
                 future.add_done_callback(self._finished)
             if self.walk.finished and not self.futures:

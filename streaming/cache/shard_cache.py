@@ -190,12 +190,15 @@ class ShardCache:
     def room_for_ahead(self, size: float) -> bool:
         """Whether a shard of ``size`` bytes fetched ahead fits under ``cache_limit``.
 
-        Evicting for it may take only shards that every reader is past (``mark_passed``).
+        Evicting for it may take only shards that every reader is past (``mark_passed``), and
+        evicting one frees what it holds once prepared (its raw files, unless the compressed
+        ones are kept), not its peak while prepared: counting the peak let a download ahead
+        evict shards that readers still needed.
         """
         if self.limit is None:
             return True
-        passed = (self.states == LOCAL) & (self.access == 0)
-        return self.usage - int(self.max_sizes()[passed].sum()) + size <= self.limit
+        passed = np.flatnonzero((self.states == LOCAL) & (self.access == 0) & self.evictable)
+        return self.usage - self._held_bytes(passed) + size <= self.limit
 
     def mark_ahead(self, shard_id: int, first_use: int, base: int) -> None:
         """Mark ``shard_id`` fetched ahead: evicted after every shard already used.
@@ -218,8 +221,11 @@ class ShardCache:
         """The reader of shard ``shard_id``, its files local (prepared first if needed).
 
         Records the access for LRU eviction (with a limit) and drops this process's map of a
-        shard evicted since it was mapped. A read may still find the files gone (evicted in
-        between): catch ``FileNotFoundError``, call ``forget`` and ask again.
+        shard evicted since it was mapped. With a limit, a shard prepared here is mapped at
+        once: readying a batch's shards one after another may evict an earlier one of them
+        (its last use is older than any shard fetched ahead), and its map still reads it, where
+        an unmapped one would be fetched again. A read may still find the files gone (evicted
+        before they were mapped): catch ``FileNotFoundError``, call ``forget`` and ask again.
         """
         if self._any_evictable:
             generation = int(self.generation[shard_id])
@@ -235,6 +241,8 @@ class ShardCache:
             reader = self._built[shard_id] = self.shards[shard_id]  # Built now if built lazily.
             if hasattr(reader, 'unit_store'):  # A unit of a data file: decoded once per node.
                 reader.unit_store, reader.shard_id = self.decoded, shard_id
+            elif self.limit is not None and self.evictable[shard_id]:
+                _map_now(reader)
         return self._built[shard_id]  # type: ignore[return-value]
 
     def forget(self, shard_id: int) -> None:
@@ -370,9 +378,7 @@ class ShardCache:
         if self.limit is None or self.usage + needed <= self.limit:
             return None
         local = np.flatnonzero((self.states == LOCAL) & self.evictable)
-        freeable = sum(self.shards[i].get_persistent_size(
-            self.streams[self.shard_streams[i]].safe_keep_zip)
-            for i in local[local != keep].tolist())
+        freeable = self._held_bytes(local[local != keep])
         for busy in np.flatnonzero(self.states == PREPARING).tolist():
             if self.usage - freeable + needed <= self.limit:
                 return None
@@ -385,6 +391,11 @@ class ShardCache:
             self.states[busy] = REMOTE
             self._add_usage(-self.shards[busy].get_max_size())
         return None
+
+    def _held_bytes(self, shard_ids: np.ndarray) -> int:
+        """What local shards ``shard_ids`` hold of the cache (what evicting them frees)."""
+        return sum(self.shards[i].get_persistent_size(
+            self.streams[self.shard_streams[i]].safe_keep_zip) for i in shard_ids.tolist())
 
     def _make_room(self, needed: int, keep: int) -> None:
         """Evict least recently used shards until ``needed`` more bytes fit (lock held)."""
@@ -436,3 +447,11 @@ class ShardCache:
                 raise RuntimeError('No local shard can be evicted (none is local, or none has a '
                                    'remote to fetch it from again).')
             return self._evict_locked(int(candidates[np.argmin(self.access[candidates])]))
+
+
+def _map_now(reader: Reader) -> None:
+    """Map ``reader``'s files; a missing or bad file is left for its read to report."""
+    try:
+        reader.map_files()
+    except (FileNotFoundError, ShardFileError):
+        pass

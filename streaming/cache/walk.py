@@ -49,6 +49,7 @@ class EpochWalk:
         self._last: np.ndarray | None = None
         self._by_last = np.zeros(0, np.int64)
         self._cursor = 0
+        self._past = -1  # The latest ``now`` given to ``passed``.
         if track_last:
             self._last = last_uses(order, shard_starts, num_shards)
             used = np.flatnonzero(self._last >= 0)
@@ -65,12 +66,18 @@ class EpochWalk:
             self._queue.extend(zip(shards.tolist(), times.tolist()))
         return self._queue[0]
 
-    def next_remote(self, states: np.ndarray, horizon: int | None) -> tuple[int, int] | None:
+    def next_remote(self, states: np.ndarray, horizon: int | None,
+                    now: int = 0) -> tuple[int, int] | None:
         """The next ``(shard, first use)`` still remote, first used before ``horizon`` if any.
 
-        Shards local or being prepared by someone (``states``) are taken on the way.
+        Shards local or being prepared by someone (``states``) are taken on the way, and so
+        are shards whose last use is before ``now`` (with last uses tracked): a schedule behind
+        its readers would otherwise fetch a shard that they fetched, read and let go of,
+        again and for nobody.
         """
-        while (item := self.peek()) is not None and states[item[0]] != REMOTE:
+        last = self._last
+        while (item := self.peek()) is not None and (
+                states[item[0]] != REMOTE or (last is not None and last[item[0]] < now)):
             self.take()
         if item is None or (horizon is not None and item[1] >= horizon):
             return None
@@ -93,7 +100,7 @@ class EpochWalk:
         ahead_bytes = sum(size for _, size in ahead)
         unstarted = -1  # Shards nobody fetches yet, counted when first needed.
         while len(in_flight) + others < limit:
-            item = self.next_remote(states, horizon)
+            item = self.next_remote(states, horizon, now)
             if item is None:
                 return
             shard, first = item
@@ -117,12 +124,20 @@ class EpochWalk:
 
     def passed(self, now: int) -> Iterator[int]:
         """Shards whose last use is before ``now``, each once, in the order of their last use."""
+        self._past = max(self._past, now)
         while self._cursor < len(self._by_last):
             shard = int(self._by_last[self._cursor])
             if self._last[shard] >= now:  # type: ignore[index]
                 return
             self._cursor += 1
             yield shard
+
+    def is_past(self, shard: int) -> bool:
+        """Whether ``passed`` has reached ``shard``'s last use (False without last uses).
+
+        A download started before may end after: its shard is then marked passed, not ahead.
+        """
+        return self._last is not None and int(self._last[shard]) < self._past
 
     @property
     def finished(self) -> bool:

@@ -64,10 +64,10 @@ class SampleStream:
         self._exhausted = False  # No chunk left to read (some may be ahead).
         self._done = False
         self._plain: set[int] = set()  # Shards that are not units of data files.
-        # One gather per batch readies all of a batch's shards before opening any; under a
-        # ``cache_limit`` a later one's download could evict an earlier one not yet opened (a
-        # refetch), so an evicting cache keeps the per-shard path (ready, then read, in turn).
-        self._table = SpanTable(shard_starts) if fast and not cache.evicts else None
+        # One gather per batch readies all of a batch's shards before reading any; under a
+        # ``cache_limit`` the cache maps each as it readies it, so that a later one's download
+        # evicting an earlier one costs no refetch (``ShardCache.ready``).
+        self._table = SpanTable(shard_starts) if fast else None
         self._tabled = np.zeros(len(shard_starts), bool)  # Shards the table accepts.
 
     def __iter__(self) -> Iterator[Any]:

@@ -177,6 +177,15 @@ class Reader(IndexingMixin):
         self._maps = maps
         return maps
 
+    def map_files(self) -> None:
+        """Map the files now if they are not mapped (what the first read does).
+
+        A map stays readable after its files are deleted, until ``close``: a cache that evicts
+        maps a shard as soon as it is ready, so that evicting it before its read costs nothing.
+        """
+        if self._maps is None:
+            self._open()
+
     def close(self) -> None:
         """Drop the memory maps (before evicting files, say); the next access reopens."""
         maps, self._maps = self._maps, None

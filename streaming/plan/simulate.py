@@ -203,8 +203,9 @@ class NodeSimulation:
             self.access[shard] = self.t
             if shard in self.scheduled:
                 first, _ = self.scheduled.pop(shard)
-                if self.limit is not None:
-                    self.access[shard] = self.mark_base + AHEAD_MARK - first
+                if self.limit is not None:  # Passed while it came: marked so (``_fetch``).
+                    self.access[shard] = 0.0 if self.walk.is_past(shard) else \
+                        self.mark_base + AHEAD_MARK - first
         return local
 
     # ---- the schedule (``prefetch._Schedule``) -------------------------------------------------

@@ -66,3 +66,21 @@ def test_budget_under_a_limit_admits_what_fits_ahead_and_in_flight() -> None:
     assert not budget.admits(100, None, [300, 250], room)  # 650 reserved in flight > 600.
     assert budget.admits(50, None, [300, 250], room)
     assert budget.admits(700, None, [], room)  # The first download in flight always may.
+
+
+def test_walk_behind_its_readers_skips_shards_past_their_last_use() -> None:
+    """Readers fetched shards 2 and 0 themselves and every one is past their last uses (1 and
+    4) by time 5: those shards, evicted since, are not fetched again; shard 1 (read at 5) is."""
+    walk = EpochWalk(ORDER, STARTS, 3, track_last=True)
+    states = np.full(3, REMOTE, np.uint8)
+    assert walk.next_remote(states, None, now=1) == (2, 0)  # Read at 1: still needed.
+    assert walk.next_remote(states, None, now=5) == (1, 3)
+    walk.take()
+    assert walk.next_remote(states, None, now=5) is None
+    untracked = EpochWalk(ORDER, STARTS, 3, track_last=False)  # Nothing evicted: no last uses.
+    assert untracked.next_remote(states, None, now=5) == (2, 0)
+    # A download started before ends after: its shard is past once ``passed`` reached it.
+    assert not any(walk.is_past(shard) for shard in range(3))
+    assert list(walk.passed(5)) == [2, 0]
+    assert [walk.is_past(shard) for shard in range(3)] == [True, False, True]
+    assert not untracked.is_past(2) and list(untracked.passed(5)) == []

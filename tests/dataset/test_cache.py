@@ -197,3 +197,34 @@ def test_corrupt_cached_shard_is_fetched_again_with_validate_hash(tmp_path) -> N
     checking = StreamingDataset(remote=remote, local=str(local), batch_size=4,
                                 validate_hash='sha1')
     assert sorted(s['id'] for s in checking) == list(range(300))
+
+
+@pytest.mark.filterwarnings('ignore:predownload=0')
+def test_a_download_ahead_fits_only_where_evicting_passed_shards_makes_room(tmp_path) -> None:
+    """Compressed shards take raw + zip while prepared, raw once prepared: evicting a shard
+    every reader is past frees its raw bytes only. ``room_for_ahead`` must reckon so, or the
+    download it admits evicts a shard a reader still needs."""
+    remote = write_ids(str(tmp_path / 'remote'), 400, size_limit=1 << 13, payload=512,
+                       compression='zstd')  # Random payloads: zip about as large as raw.
+    whole = StreamingDataset(local=remote, batch_size=4, **BY_HAND)
+    shards = whole.shards
+    held = [shards[i].get_raw_size() for i in range(6)]
+    peak = shards[6].get_max_size()
+    assert peak - shards[6].get_raw_size() > peak // 3  # A zip worth counting.
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=4,
+                               **BY_HAND)
+    cache = dataset.cache
+    before = cache.usage  # The index.
+    for shard in range(6):
+        cache.ready(shard)  # Read: touched, still needed.
+    assert cache.usage == before + sum(held)
+    limit = dataset.cache_limit = cache.usage + (peak - shards[6].get_raw_size()) // 2
+    cache.mark_passed(0)
+    # Evicting shard 0 frees held[0]: shard 6 at its peak does not fit beside the others.
+    assert cache.usage - held[0] + peak > limit
+    assert not cache.room_for_ahead(peak)
+    cache.mark_passed(1)
+    assert cache.usage - held[0] - held[1] + peak <= limit
+    assert cache.room_for_ahead(peak)
+    cache.prepare(6)  # Fetched ahead where there is room: takes the passed shards only.
+    assert [cache.is_local(shard) for shard in range(7)] == [False, False] + [True] * 5

@@ -13,6 +13,7 @@ from streaming import StreamingDataset
 from streaming.cache.concurrency import IN_FLIGHT_ENV, Concurrency, in_flight_setting
 from streaming.cache.prefetch import _Schedule
 from streaming.cache.shard_cache import LOCAL, REMOTE
+from streaming.cache.walk import EpochWalk
 from streaming.order.first_use import iter_first_uses
 from streaming.storage import register_backend
 from streaming.storage.local import LocalBackend
@@ -166,6 +167,39 @@ def test_share_of_a_cache_limit_leaves_two_shards_and_never_less_than_half():
     assert share_of(100, 4) == 75  # Plenty of room: three quarters.
     assert share_of(100, 20) == 60  # Two of the largest shards stay free.
     assert share_of(100, 40) == 50  # Never less than half (the share it had before).
+
+
+@pytest.mark.filterwarnings('ignore:predownload=0')
+def test_a_download_for_a_shard_every_reader_is_past_is_not_made(logged_remote, tmp_path,
+                                                                  monkeypatch):
+    """A download that waited for its thread while readers fetched, read and let go of its
+    shard is not made; one whose shard they pass while it comes is marked passed (evicted
+    first), not ahead (where it stayed above every shard still needed)."""
+    total = sum(os.path.getsize(os.path.join(logged_remote, n))
+                for n in os.listdir(logged_remote) if n.startswith('shard.'))
+    dataset = StreamingDataset(remote=logged_remote, local=str(tmp_path / 'cache'),
+                               batch_size=8, cache_limit=total // 4, predownload=0)
+    starts = dataset.sample_offset_per_shard
+    order = np.arange(dataset.num_samples).reshape(1, 1, -1, 1)  # Sample i read at time i.
+    schedule = _Schedule(dataset._node_prefetch(), None)
+    walk = EpochWalk(order, starts, dataset.num_shards, track_last=True)
+    assert list(walk.passed(int(starts[2]))) == [0, 1]  # Readers are past shards 0 and 1.
+    schedule._fetch(walk, 1, int(starts[1]), 1)
+    cache = dataset.cache
+    assert cache.states[1] == REMOTE and cache.egress() == (0, 0)  # Not fetched for nobody.
+    schedule._fetch(walk, 3, int(starts[3]), 1)
+    assert cache.states[3] == LOCAL and cache.access[3] > 0  # Ahead: needed later.
+    prepare = cache.prepare
+
+    def readers_pass_meanwhile(shard_id: int, blocking: bool = True) -> bool:
+        done = prepare(shard_id, blocking)
+        list(walk.passed(int(starts[5])))  # Past shards 2-4 while shard 4 came.
+        return done
+
+    monkeypatch.setattr(cache, 'prepare', readers_pass_meanwhile)
+    schedule._fetch(walk, 4, int(starts[4]), 1)
+    assert cache.states[4] == LOCAL and cache.access[4] == 0  # Evicted before any other.
+    assert cache.egress()[1] == 2
 
 
 @pytest.mark.filterwarnings('ignore:predownload=0')

@@ -190,3 +190,29 @@ def test_scattered_in_order_values_and_copy() -> None:
     out = bytearray(7)
     scattered.copy_into(memoryview(out), np.array([0, 3, 6, 7, 7]))
     assert bytes(out) == b'234abc9'
+
+
+@pytest.mark.filterwarnings('ignore:predownload=0')
+@pytest.mark.parametrize('spans', [False, True])
+def test_a_batch_whose_shards_evict_each_other_fetches_each_once(tmp_path, spans) -> None:
+    """Under a cache_limit of two shards, readying a batch's third shard evicts its first
+    before the gather reads it: its map, made when it was readied, still reads it (no fetch
+    again, as the per-shard path: ready, then read), and the columns are the samples'."""
+    remote = _write(str(tmp_path / 'remote'), 300)
+    whole = StreamingDataset(local=remote, batch_size=4)
+    sizes = [whole.shards[s].get_max_size() for s in range(3)]
+    index = os.path.getsize(os.path.join(remote, 'index.json'))
+    limit = index + 2 * max(whole.shards[s].get_max_size() for s in range(whole.num_shards))
+    assert sum(sizes) > limit - index  # The third shard does not fit beside the first two.
+    dataset = StreamingDataset(remote=remote, local=str(tmp_path / 'cache'), batch_size=4,
+                               cache_limit=limit, predownload=0)  # No downloads ahead.
+    stream = _stream(dataset, 0, True)
+    assert stream._table is not None  # The one gather per batch, under a limit too.
+    shards, indices = np.array([0, 2, 1, 0, 2]), np.array([3, 0, 5, 1, 2])
+    got = stream.gather(shards, indices, spans)
+    assert got is not None
+    assert dataset.cache.egress()[1] == 3  # One GET a shard: none fetched twice.
+    first = dataset.shards[0]
+    assert not os.path.exists(first.path(first.file_pairs[0][0]))  # Evicted for shard 2.
+    want = _samples(whole, shards, indices)
+    assert _plain(got[0]) == {name: [s[name] for s in want] for name in got[0]}
