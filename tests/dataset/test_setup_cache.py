@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -300,21 +302,42 @@ def _order_files_in(directory: str) -> list[str]:
     return glob.glob(os.path.join(directory, 'order-*.ids'))
 
 
-@pytest.mark.filterwarnings('ignore::pytest.PytestUnhandledThreadExceptionWarning')
-def test_a_failed_computation_is_reported_then_retried(tmp_path) -> None:
+def test_a_failed_computation_is_reported_then_retried(tmp_path, monkeypatch, caplog) -> None:
+    """The failure is logged once and raised by the waiter; no exception escapes the thread."""
     inputs = _ids_inputs(np.array([40, 90, 17, 64, 33]))
     shm = str(tmp_path / 'shm')
     os.makedirs(shm)
+    escaped: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, 'excepthook', escaped.append)
 
     def failing():
         steps = epoch_id_steps(**inputs)
         yield next(steps)
         raise OSError('disk on fire')
 
-    got = shared_epoch_ids(SharedDir(shm), None, inputs, failing)
-    with pytest.raises(RuntimeError, match='disk on fire'):
-        got.wait(len(got))
-    wait_for_background()
+    started: list[threading.Thread] = []
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        started.append(thread)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, 'start', start)
+    with caplog.at_level(logging.WARNING, logger='streaming.dataset.order_store'):
+        # Failing at once, it may fail before the files are mapped (then this raises) or after
+        # (then the wait does): either way the asker gets the cause, computed only once.
+        with pytest.raises(RuntimeError, match='disk on fire'):
+            got = shared_epoch_ids(SharedDir(shm), None, inputs, failing)
+            got.wait(len(got))
+        computing = [t for t in started if t.name == 'streaming-epoch-order']
+        assert len(computing) == 1
+        computing[0].join(60)  # Then its end, and any excepthook, is behind us.
+        assert not computing[0].is_alive()
+    monkeypatch.undo()
+    assert not escaped
+    logged = [r for r in caplog.records if 'disk on fire' in r.getMessage()]
+    assert len(logged) == 1 and logged[0].levelno == logging.WARNING
+    assert 'epoch order order-' in logged[0].getMessage()
     again = shared_epoch_ids(SharedDir(shm), None, inputs, lambda: epoch_id_steps(**inputs))
     again.wait(len(again))
     assert np.array_equal(again.ids, epoch_sample_ids(**inputs))
