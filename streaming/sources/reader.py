@@ -330,7 +330,8 @@ class DecodeAhead:
     are in the order they will be read; ``wait(reader)`` before each read. At most the pool's
     width of units are decoded ahead (held beyond what one-by-one reads would hold). A unit
     whose decoding fails is left undecoded: the caller's own read raises the error, where it
-    handles it. ``close()`` (also when the reads stop early) lets no decode run on.
+    handles it. ``close()`` (also when the reads stop early) lets no decode run on, and keeps
+    what was decoded (a batch may go on to read its units sample by sample).
     """
 
     def __init__(self, readers: Sequence[Any]) -> None:
