@@ -30,12 +30,17 @@ INPUTS = dict(shard_sizes=np.full(40, 50, np.int64), shard_streams=np.zeros(40, 
               sampling_method='balanced', sampling_granularity=1)
 
 
-def _held_steps(gate: threading.Event,
-                fail: BaseException | None = None) -> Callable[[], Iterator[Any]]:
-    """The ids' steps, held after the array until ``gate`` is set (then raising ``fail``)."""
+def _held_steps(gate: threading.Event, fail: BaseException | None = None,
+                held: threading.Event | None = None) -> Callable[[], Iterator[Any]]:
+    """The ids' steps, held after the array until ``gate`` is set (then raising ``fail``).
+
+    ``held`` is set once the computing thread waits at the gate (its files are open by then).
+    """
     def steps() -> Iterator[Any]:
         real = epoch_id_steps(**INPUTS)
         yield next(real)
+        if held is not None:
+            held.set()
         assert gate.wait(60)
         if fail is not None:
             raise fail
@@ -74,9 +79,13 @@ def test_the_thread_stops_quietly_when_the_shared_dir_is_removed(tmp_path, threa
                                                                  cached) -> None:
     shm, cache = str(tmp_path / 'shm'), str(tmp_path / 'cache')
     os.makedirs(shm)
-    gate = threading.Event()
-    ids = shared_epoch_ids(SharedDir(shm), cache if cached else None, INPUTS, _held_steps(gate))
+    gate, held = threading.Event(), threading.Event()
+    ids = shared_epoch_ids(SharedDir(shm), cache if cached else None, INPUTS,
+                           _held_steps(gate, held=held))
     assert not ids._state.done  # Still being computed, by the thread.
+    # Not before: a thread still opening its progress file would fail, and write its error
+    # into the directory being removed (rmtree: "Directory not empty").
+    assert held.wait(60)
     shutil.rmtree(shm)  # The dataset's shared directory goes (its last process left).
     gate.set()
     wait_for_background(60)
