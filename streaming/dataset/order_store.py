@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import glob
+import logging
 import os
 import threading
 import time
@@ -54,6 +55,8 @@ from streaming.fileio import TEMP_SUFFIX, atomic_write, create_temp, publish, re
 from streaming.order import FinalParts, final_ranges, newly_final, release
 
 __all__ = ['EpochIds', 'order_cache_enabled', 'shared_epoch_ids', 'wait_for_background']
+
+logger = logging.getLogger(__name__)
 
 _KEEP = 3  # Cached epoch orders kept per directory (the newest).
 _VERSION = 1  # Bump when the ids an input gives change.
@@ -142,6 +145,10 @@ class EpochIds:
                 progress = None if state.done else np.memmap(state.progress, np.int64, 'r',
                                                              shape=(3,))
             except FileNotFoundError:
+                # Gone because its computation failed (a new one clears the record first):
+                # report that rather than start the same failing computation again.
+                if os.path.exists(_error_path(self.shared, self.name)):
+                    raise _failure(self.shared, self.name) from None
                 state = _State.read(self._marker) or self._publish(stale_only=False)
                 continue
             self._state, self.ids, self._progress = state, ids, progress
@@ -198,8 +205,7 @@ class EpochIds:
             assert progress is not None
             head = int(progress[0])  # The head first: the tail is reset only once it is all.
             if head < 0:
-                raise RuntimeError(f'Computing the epoch order failed: '
-                                   f'{_error(self.shared, self.name)}')
+                raise _failure(self.shared, self.name)
             self._final = (head, int(progress[1]), int(progress[2]))
             if ready(*self._final):
                 return
@@ -225,12 +231,19 @@ def _compute_lock(shared: SharedDir, name: str) -> FileLock:
     return shared.lock(f'compute-{name}')
 
 
-def _error(shared: SharedDir, name: str) -> str:
+def _error_path(shared: SharedDir, name: str) -> str:
+    """Where a failed computation of the order ``name`` records its error for the node."""
+    return shared.file_path(f'{name}.error')
+
+
+def _failure(shared: SharedDir, name: str) -> RuntimeError:
+    """The error a reader raises when the computation it waits for failed."""
     try:
-        with open(shared.file_path(f'{name}.error')) as file:
-            return file.read()
+        with open(_error_path(shared, name)) as file:
+            details = file.read()
     except OSError:
-        return 'no details'
+        details = 'no details'
+    return RuntimeError(f'Computing the epoch order {name} failed: {details}')
 
 
 def _temp_in(directory: str, name: str) -> tuple[int, str] | None:
@@ -248,6 +261,7 @@ def _start(shared: SharedDir, cache_dir: str | None, name: str, key: bytes,
            steps_of: Callable[[], Iterator[np.ndarray | int]]) -> _State:
     """A valid cached file for ``key``, or a computation started in a background thread."""
     marker = shared.file_path(f'{name}.where')
+    remove_quietly(_error_path(shared, name))  # A failure of an earlier computation.
     if cache_dir is not None:
         path = os.path.join(cache_dir, name)
         for kind in (_kind(np.int32), _kind(np.int64)):
@@ -271,7 +285,6 @@ def _start(shared: SharedDir, cache_dir: str | None, name: str, key: bytes,
         remove_quietly(old)  # Maps of them stay valid: their waiters notice the new marker.
     progress_path = shared.file_path(f'{name}.progress-{os.path.basename(temp)[-16:]}')
     atomic_write(progress_path, np.zeros(3, np.int64).tobytes())
-    remove_quietly(shared.file_path(f'{name}.error'))
     state = _State(temp, ids.nbytes, _kind(ids.dtype), progress_path)
     _PARTIAL.add(temp)
     started = threading.Event()
@@ -305,11 +318,9 @@ class _Computation:
                 self.started.set()  # It holds the compute lock (or failed) before the marker.
             self._compute(lock)
         except BaseException as error:  # Waiters elsewhere are told; the next ask recomputes.
-            self._fail(error)
-            if os.path.isdir(self.shared.path):
-                raise
-            # The dataset's shared directory is gone (the dataset was dropped, or its process is
-            # exiting): nobody is left to wait for these ids, and nowhere to say so. Quietly.
+            # Logged once here; nothing is raised: a waiter raises a clear error naming the
+            # cause, and an exception escaping a thread would only print a second traceback.
+            self._report(error)
         finally:
             _PARTIAL.discard(self.temp)
             if held:
@@ -350,20 +361,39 @@ class _Computation:
         remove_quietly(lock.path)
         _prune(self.directory, path)
 
-    def _fail(self, error: BaseException) -> None:
-        """Tell the node's waiters (if its shared directory is still there); drop the file."""
+    def _report(self, error: BaseException) -> None:
+        """Record ``error`` for the waiters and log it once; raise nothing (a thread's end)."""
+        try:
+            told = self._fail(error)
+        except OSError as unrecorded:  # Waiters then find nobody computing: they recompute.
+            logger.warning('Could not record the failure of epoch order %s for its readers: %s',
+                           self.name, unrecorded)
+            told = True
+        if told:
+            logger.warning('Computing the epoch order %s failed (%s: %s); its readers raise this '
+                           'error and the next one to ask computes it again.',
+                           self.name, type(error).__name__, error,
+                           exc_info=(type(error), error, error.__traceback__))
+        # Else the dataset's shared directory is gone (the dataset was dropped, or its process
+        # is exiting): nobody is left to wait for these ids, and nowhere to say so. Quietly.
+
+    def _fail(self, error: BaseException) -> bool:
+        """Tell the node's waiters (if its shared directory is still there); drop the file.
+
+        False when the shared directory is gone: there is nobody left to tell.
+        """
         remove_quietly(self.temp)
         self._close_file()
         try:
-            atomic_write(self.shared.file_path(f'{self.name}.error'),
-                         f'{type(error).__name__}: {error}')
+            atomic_write(_error_path(self.shared, self.name), f'{type(error).__name__}: {error}')
         except FileNotFoundError:
             if os.path.isdir(self.shared.path):
                 raise
-            return  # Gone (``run`` then stops quietly).
+            return False
         if self._progress is not None:
             self._progress[0] = -1
         remove_quietly(self.shared.file_path(f'{self.name}.where'))
+        return True
 
     def _close_file(self) -> None:
         if self.fd >= 0:

@@ -10,8 +10,8 @@ per column, so that sample ``i`` costs a few slices, not a ``to_pylist`` of the 
   what ``pyarrow``'s ``as_py`` gives. A null is ``None``.
 
 Decoded tables of one process are kept under a byte budget (``STREAMING_DECODED_BYTES``,
-default 512 MiB), least recently used dropped first; a dropped one is decoded again when next
-read.
+default 512 MiB, read when used: a change after import is followed), least recently used
+dropped first; a dropped one is decoded again when next read.
 """
 
 from __future__ import annotations
@@ -25,9 +25,13 @@ import numpy as np
 
 from streaming.errors import SourceFileError
 from streaming.format.mds.reader import Spans
+from streaming.storage.environ import on_environ
 
-__all__ = ['arrow_failures', 'column_getters', 'Decoded', 'DecodedCache', 'span_accessors',
-           'type_name', 'with_spans']
+__all__ = ['arrow_failures', 'column_getters', 'Decoded', 'DecodedCache', 'decoded_budget',
+           'span_accessors', 'type_name', 'with_spans']
+
+DECODED_BYTES_ENV = 'STREAMING_DECODED_BYTES'
+DEFAULT_DECODED_BYTES = 512 << 20
 
 Getter = Callable[[int], Any]
 Gatherer = Callable[[np.ndarray], Any]
@@ -306,17 +310,35 @@ def column_getters(table: Any, where: str = 'a table', base: Any = None) -> Deco
     return Decoded(getters, gatherers)
 
 
+@on_environ
+def decoded_budget() -> int:
+    """The process's budget of decoded bytes: ``STREAMING_DECODED_BYTES`` as it is now."""
+    value = os.environ.get(DECODED_BYTES_ENV, '').strip()
+    if not value:
+        return DEFAULT_DECODED_BYTES
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f'{DECODED_BYTES_ENV}={value!r} must be a whole number of bytes '
+                         f'(the decoded data each process keeps).') from None
+
+
 class DecodedCache:
     """Which owners of this process hold decoded data (``owner.decoded``), under a byte budget.
 
     The least recently used owner's ``decoded`` is set to None when the budget is exceeded.
+    ``budget`` None: ``decoded_budget()``, read at each use.
     """
 
     def __init__(self, budget: int | None = None) -> None:
-        self.budget = budget if budget is not None else \
-            int(os.environ.get('STREAMING_DECODED_BYTES', 512 << 20))
+        self.fixed_budget = budget
         self._items: OrderedDict[int, tuple[Any, int]] = OrderedDict()
         self._bytes = 0
+
+    @property
+    def budget(self) -> int:
+        """Bytes of decoded data kept at most (but always the newest owner's)."""
+        return self.fixed_budget if self.fixed_budget is not None else decoded_budget()
 
     def touch(self, owner: Any) -> None:
         """``owner`` was just read (keep it longest)."""
@@ -325,11 +347,12 @@ class DecodedCache:
 
     def put(self, owner: Any, value: Any, nbytes: int) -> None:
         """Set ``owner.decoded = value`` (``nbytes`` large), dropping others' beyond the budget."""
+        budget = self.budget  # First: a bad setting raises before anything changes.
         self.drop(owner)
         owner.decoded = value
         self._items[id(owner)] = (owner, nbytes)
         self._bytes += nbytes
-        while self._bytes > self.budget and len(self._items) > 1:
+        while self._bytes > budget and len(self._items) > 1:
             _, (old, size) = self._items.popitem(last=False)
             old.decoded = None
             self._bytes -= size

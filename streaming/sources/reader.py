@@ -330,7 +330,8 @@ class DecodeAhead:
     are in the order they will be read; ``wait(reader)`` before each read. At most the pool's
     width of units are decoded ahead (held beyond what one-by-one reads would hold). A unit
     whose decoding fails is left undecoded: the caller's own read raises the error, where it
-    handles it. ``close()`` (also when the reads stop early) lets no decode run on.
+    handles it. ``close()`` (also when the reads stop early) lets no decode run on, and keeps
+    what was decoded (a batch may go on to read its units sample by sample).
     """
 
     def __init__(self, readers: Sequence[Any]) -> None:
@@ -356,14 +357,24 @@ class DecodeAhead:
         if item is None:
             return
         self._submit_next()
-        try:
-            decoded, nbytes = item[1].result()
-        except Exception:  # noqa: BLE001 - raised again by the caller's read.
-            return
-        _decoded.put(reader, decoded, nbytes)
+        _keep(reader, item[1])
 
     def close(self) -> None:
-        for _, future in self.futures.values():
+        """Cancel the decodes not started; keep those started (else read again: decoded twice).
+
+        The reads may stop before they reach every unit decoded ahead: a batch whose columns
+        cannot be gathered at once is read sample by sample instead, from these same units.
+        """
+        for reader, future in self.futures.values():
             if not future.cancel():
-                future.exception()
+                _keep(reader, future)
         self.futures.clear()
+
+
+def _keep(reader: Any, future: Future) -> None:
+    """The decode ``future`` of ``reader``'s unit, once done, kept as ``reader.decoded``."""
+    try:
+        decoded, nbytes = future.result()
+    except Exception:  # noqa: BLE001 - raised again by the caller's read.
+        return
+    _decoded.put(reader, decoded, nbytes)

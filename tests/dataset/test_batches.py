@@ -89,6 +89,35 @@ def test_other_encodings_and_subclasses_fall_back(tmp_path) -> None:
     assert torch.cat([b['n'] for b in doubled]).tolist() == list(range(0, 100, 2))
 
 
+_COLLATE_ARRAYS = '''
+import sys
+import numpy as np
+from torch.utils.data import DataLoader
+from streaming import StreamingDataset
+batches = list(DataLoader(StreamingDataset(local=sys.argv[1], batch_size=8), batch_size=8))
+assert [b['x'][0, 0].item() for b in batches] == list(range(0, 24, 8))
+assert [b['y'][:, 1].tolist() for b in batches] == [list(range(k + 1, k + 9)) for k in (0, 8, 16)]
+'''
+
+
+def test_array_columns_reach_torch_writable_without_a_warning(tmp_path) -> None:
+    """torch warns (once per process) of a non-writable array it makes a tensor of: none is."""
+    import subprocess
+    import sys
+    out = str(tmp_path / 'arr')
+    with MDSWriter(out=out, columns={'x': 'ndarray:float32:3', 'y': 'ndarray'}) as writer:
+        for i in range(24):
+            writer.write({'x': np.full(3, i, np.float32), 'y': np.arange(i, i + 2)})
+    sample = StreamingDataset(local=out, batch_size=8)[5]
+    assert sample['x'].flags.writeable and sample['x'].tolist() == [5.0] * 3
+    assert sample['y'].flags.writeable and sample['y'].tolist() == [5, 6]
+    # A fresh process: the warning is given once per process, maybe already by another test.
+    run = subprocess.run([sys.executable, '-W', 'error:The given NumPy array is not writable',
+                          '-c', _COLLATE_ARRAYS, out], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+
+
 @pytest.mark.parametrize('workers', [0, 2])
 def test_stats_count_steps_and_worker_time(tmp_path, caplog, workers) -> None:
     path = write_ids(str(tmp_path / 'ids'), 640)

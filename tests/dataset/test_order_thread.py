@@ -2,13 +2,14 @@
 
 A dataset dropped (or a process exiting) while its epoch order is still being written removes
 the node's shared directory under the thread. The thread then has nobody to tell and nowhere to
-write: it stops quietly, leaving no partial file. With the directory there, a failure is still
-raised in the thread and reported to the waiters. Nor does another asker of the node ever
-remove the partial file of a thread that is still computing.
+write: it stops quietly, leaving no partial file. With the directory there, a failure is
+logged once by the thread (nothing escapes it) and reported to the waiters. Nor does another
+asker of the node ever remove the partial file of a thread that is still computing.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -29,12 +30,17 @@ INPUTS = dict(shard_sizes=np.full(40, 50, np.int64), shard_streams=np.zeros(40, 
               sampling_method='balanced', sampling_granularity=1)
 
 
-def _held_steps(gate: threading.Event,
-                fail: BaseException | None = None) -> Callable[[], Iterator[Any]]:
-    """The ids' steps, held after the array until ``gate`` is set (then raising ``fail``)."""
+def _held_steps(gate: threading.Event, fail: BaseException | None = None,
+                held: threading.Event | None = None) -> Callable[[], Iterator[Any]]:
+    """The ids' steps, held after the array until ``gate`` is set (then raising ``fail``).
+
+    ``held`` is set once the computing thread waits at the gate (its files are open by then).
+    """
     def steps() -> Iterator[Any]:
         real = epoch_id_steps(**INPUTS)
         yield next(real)
+        if held is not None:
+            held.set()
         assert gate.wait(60)
         if fail is not None:
             raise fail
@@ -73,9 +79,13 @@ def test_the_thread_stops_quietly_when_the_shared_dir_is_removed(tmp_path, threa
                                                                  cached) -> None:
     shm, cache = str(tmp_path / 'shm'), str(tmp_path / 'cache')
     os.makedirs(shm)
-    gate = threading.Event()
-    ids = shared_epoch_ids(SharedDir(shm), cache if cached else None, INPUTS, _held_steps(gate))
+    gate, held = threading.Event(), threading.Event()
+    ids = shared_epoch_ids(SharedDir(shm), cache if cached else None, INPUTS,
+                           _held_steps(gate, held=held))
     assert not ids._state.done  # Still being computed, by the thread.
+    # Not before: a thread still opening its progress file would fail, and write its error
+    # into the directory being removed (rmtree: "Directory not empty").
+    assert held.wait(60)
     shutil.rmtree(shm)  # The dataset's shared directory goes (its last process left).
     gate.set()
     wait_for_background(60)
@@ -87,16 +97,24 @@ def test_the_thread_stops_quietly_when_the_shared_dir_is_removed(tmp_path, threa
                                   ids._state.kind) == len(ids) * ids.ids.itemsize
 
 
-def test_a_failure_with_the_shared_dir_there_still_reaches_thread_and_waiters(
-        tmp_path, thread_errors) -> None:
+def test_a_failure_with_the_shared_dir_there_is_logged_once_and_reaches_the_waiters(
+        tmp_path, thread_errors, caplog) -> None:
     shm = str(tmp_path / 'shm')
     os.makedirs(shm)
     gate = threading.Event()
-    ids = shared_epoch_ids(SharedDir(shm), None, INPUTS,
-                           _held_steps(gate, ValueError('a broken shuffle')))
-    gate.set()
-    wait_for_background(60)
-    assert [type(error) for error in thread_errors] == [ValueError]
+    before = set(threading.enumerate())
+    with caplog.at_level(logging.WARNING, logger='streaming.dataset.order_store'):
+        ids = shared_epoch_ids(SharedDir(shm), None, INPUTS,
+                               _held_steps(gate, ValueError('a broken shuffle')))
+        threads = [thread for thread in set(threading.enumerate()) - before
+                   if thread.name == 'streaming-epoch-order']
+        assert len(threads) == 1  # Held at the gate: still running.
+        gate.set()
+        threads[0].join(60)  # Its end, and any excepthook, is then behind us.
+        assert not threads[0].is_alive()
+    assert thread_errors == []
+    logged = [record for record in caplog.records if 'a broken shuffle' in record.getMessage()]
+    assert len(logged) == 1 and logged[0].levelno == logging.WARNING
     with pytest.raises(RuntimeError, match='ValueError: a broken shuffle'):
         ids.wait(len(ids))
     assert not _partial_files(shm)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,7 +73,7 @@ def _run(env_extra: dict | None = None, **args) -> dict:
 def _expected(local: str, batch_size: int, seed: int = 9176, workers: int = 0,
               sample_in_epoch: int = 0) -> list[int]:
     """The order ``get_epoch_order`` gives (no dataset, no cache), as the loader yields it."""
-    shards = json.load(open(os.path.join(local, 'index.json')))['shards']
+    shards = json.loads(Path(local, 'index.json').read_text())['shards']
     sizes = np.array([s['samples'] for s in shards])
     order = get_epoch_order(shard_sizes=sizes, shard_streams=np.zeros(len(sizes), np.int64),
                             stream_choose=np.array([sizes.sum()]), epoch=0, seed=seed,
@@ -154,14 +157,14 @@ def test_a_damaged_cache_file_is_ignored_and_rewritten(tmp_path, damage: str) ->
     order_file, = _order_files(local)
     summary = _summary(local)
     for path in (order_file, summary):
-        data = bytearray(open(path, 'rb').read())
+        data = bytearray(Path(path).read_bytes())
         if damage == 'truncate':
             data = data[:len(data) - 7]
         elif damage == 'flip':
             data[HEADER_BYTES + 5] ^= 0x40
         else:
             data[:8] = b'garbage!'
-        open(path, 'wb').write(bytes(data))
+        Path(path).write_bytes(bytes(data))
     stamps = _inode(order_file), _inode(summary)
     got = _run(local=local, batch_size=10, shuffle=True)
     assert got['ids'] == expected
@@ -239,7 +242,7 @@ def test_concurrent_ranks_writing_the_index_summary_agree(tmp_path) -> None:
     path = os.path.join(local, 'index.json')
     summary = load_summary(local, index_key(path, read_index_bytes(path)))
     assert summary is not None
-    shards = json.load(open(path))['shards']
+    shards = json.loads(Path(path).read_text())['shards']
     assert summary.samples.tolist() == [s['samples'] for s in shards]
     stream = Stream(local=local)
     lazy = stream.get_shards(stream.get_index(fetch=False), False)
@@ -300,21 +303,42 @@ def _order_files_in(directory: str) -> list[str]:
     return glob.glob(os.path.join(directory, 'order-*.ids'))
 
 
-@pytest.mark.filterwarnings('ignore::pytest.PytestUnhandledThreadExceptionWarning')
-def test_a_failed_computation_is_reported_then_retried(tmp_path) -> None:
+def test_a_failed_computation_is_reported_then_retried(tmp_path, monkeypatch, caplog) -> None:
+    """The failure is logged once and raised by the waiter; no exception escapes the thread."""
     inputs = _ids_inputs(np.array([40, 90, 17, 64, 33]))
     shm = str(tmp_path / 'shm')
     os.makedirs(shm)
+    escaped: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, 'excepthook', escaped.append)
 
     def failing():
         steps = epoch_id_steps(**inputs)
         yield next(steps)
         raise OSError('disk on fire')
 
-    got = shared_epoch_ids(SharedDir(shm), None, inputs, failing)
-    with pytest.raises(RuntimeError, match='disk on fire'):
-        got.wait(len(got))
-    wait_for_background()
+    started: list[threading.Thread] = []
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        started.append(thread)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, 'start', start)
+    with caplog.at_level(logging.WARNING, logger='streaming.dataset.order_store'):
+        # Failing at once, it may fail before the files are mapped (then this raises) or after
+        # (then the wait does): either way the asker gets the cause, computed only once.
+        with pytest.raises(RuntimeError, match='disk on fire'):
+            got = shared_epoch_ids(SharedDir(shm), None, inputs, failing)
+            got.wait(len(got))
+        computing = [t for t in started if t.name == 'streaming-epoch-order']
+        assert len(computing) == 1
+        computing[0].join(60)  # Then its end, and any excepthook, is behind us.
+        assert not computing[0].is_alive()
+    monkeypatch.undo()
+    assert not escaped
+    logged = [r for r in caplog.records if 'disk on fire' in r.getMessage()]
+    assert len(logged) == 1 and logged[0].levelno == logging.WARNING
+    assert 'epoch order order-' in logged[0].getMessage()
     again = shared_epoch_ids(SharedDir(shm), None, inputs, lambda: epoch_id_steps(**inputs))
     again.wait(len(again))
     assert np.array_equal(again.ids, epoch_sample_ids(**inputs))
@@ -339,7 +363,8 @@ def test_the_local_scan_from_the_summary_counts_only_complete_shards(tmp_path) -
     os.symlink(os.path.join(remote, names[4]), os.path.join(local, names[4]) + '.link')
     # predownload=0: ours starts the node's downloads when the dataset is built, which raced
     # with reading cache_usage (the missing shard was sometimes back already).
-    dataset = StreamingDataset(remote=remote, local=local, batch_size=10, predownload=0)
+    with pytest.warns(UserWarning, match='predownload=0 is below batch_size=10'):
+        dataset = StreamingDataset(remote=remote, local=local, batch_size=10, predownload=0)
     assert isinstance(dataset.shards.parts[0], LazyShards)
     complete = [entry['raw_data']['bytes'] for i, entry in enumerate(entries) if i not in (1, 3)]
     index_bytes = os.path.getsize(os.path.join(local, 'index.json'))

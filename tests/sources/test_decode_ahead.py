@@ -80,11 +80,15 @@ def test_decoding_runs_at_most_the_pool_width_ahead(parquet_dir, tmp_path) -> No
 def test_closed_early_no_decode_runs_on(parquet_dir, tmp_path) -> None:
     readers = list(_dataset(parquet_dir, str(tmp_path / 'cache')).shards)
     ahead = DecodeAhead(readers)
-    futures = [future for _, future in ahead.futures.values()]
     ahead.wait(readers[0])
+    pending = list(ahead.futures.values())
     ahead.close()
-    assert futures and all(future.done() for future in futures) and not ahead.futures
-    assert all(reader.decoded is None for reader in readers[1:])  # None was kept.
+    assert pending and all(future.done() for _, future in pending) and not ahead.futures
+    # What was not started is cancelled; what was decoded is kept, not decoded again when the
+    # reads go on without the pool (a batch read sample by sample after all).
+    assert all((reader.decoded is None) == future.cancelled() for reader, future in pending)
+    submitted = {id(reader) for reader, _ in pending} | {id(readers[0])}
+    assert all(reader.decoded is None for reader in readers if id(reader) not in submitted)
 
 
 def test_a_unit_that_fails_to_decode_raises_its_error_from_the_batch(tmp_path,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,7 +183,7 @@ def test_sidecar_is_reused_and_only_changed_files_reindexed(parquet_dir, tmp_pat
     _dataset(parquet_dir, tmp_path)
     assert sorted(indexed) == ['part-000.parquet', 'part-001.parquet', 'part-002.parquet']
     sidecar = os.path.join(parquet_dir, '_shardflow_index.parquet.json')
-    assert json.load(open(sidecar))['format'] == 'parquet'
+    assert json.loads(Path(sidecar).read_text())['format'] == 'parquet'
     indexed.clear()
     _dataset(parquet_dir, tmp_path / 'again')  # Another cache: the sidecar beside the data.
     assert indexed == []
@@ -204,7 +205,7 @@ def test_a_damaged_sidecar_is_rebuilt(parquet_dir, tmp_path, damage) -> None:
     dataset = _dataset(parquet_dir, tmp_path / 'again')
     assert sorted(dataset[i]['id'] for i in range(len(dataset))) == \
         sorted(row['id'] for row in _expected(parquet_dir))
-    assert json.load(open(sidecar))['format'] == 'parquet'
+    assert json.loads(Path(sidecar).read_text())['format'] == 'parquet'
 
 
 def test_read_only_data_directory_keeps_the_sidecar_in_the_cache(parquet_dir, tmp_path) -> None:

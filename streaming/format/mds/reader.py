@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from streaming.format.index import FileInfo
-from streaming.format.mds.encodings import get_coder
+from streaming.format.mds.encodings import NDArray, get_coder
 from streaming.format.reader import SingleFileShardReader
 
 __all__ = ['MDSReader', 'Spans']
@@ -33,13 +33,16 @@ class Spans(NamedTuple):
 @functools.lru_cache(maxsize=256)
 def _decode_plan(names: tuple[str, ...], encodings: tuple[str, ...],
                  sizes: tuple[int | None, ...]) -> tuple[list, struct.Struct]:
-    """The decode plan of a column layout: per column (name, decode function, fixed size).
+    """The decode plan of a column layout: per column (name, decode, fixed size, writable).
 
     Also the struct of the variable-size columns' lengths. Shards of one dataset share it:
-    building coders for each of 50k shards would cost seconds.
+    building coders for each of 50k shards would cost seconds. ``writable``: an ``ndarray``
+    column is decoded from a ``bytearray`` (the copy of its bytes made anyway), so its array is
+    writable, as torch asks of an array it makes a tensor of (``default_collate``).
     """
-    plan = [(name, get_coder(encoding).decode, size)
-            for name, encoding, size in zip(names, encodings, sizes)]
+    coders = [get_coder(encoding) for encoding in encodings]
+    plan = [(name, coder.decode, size, isinstance(coder, NDArray))
+            for name, coder, size in zip(names, coders, sizes)]
     return plan, struct.Struct(f'<{sum(s is None for s in sizes)}I')
 
 
@@ -135,10 +138,11 @@ class MDSReader(SingleFileShardReader):
         sizes = iter(self._sizes_struct.unpack_from(data, 0))
         pos = self._sizes_struct.size
         sample = {}
-        for name, decode, size in self._plan:
+        for name, decode, size, writable in self._plan:
             if size is None:
                 size = next(sizes)
-            sample[name] = decode(data[pos:pos + size])
+            sample[name] = decode(bytearray(memoryview(data)[pos:pos + size]) if writable else
+                                  data[pos:pos + size])
             pos += size
         if pos != len(data):
             # get_item turns this into a ShardFileError naming the shard.
