@@ -66,6 +66,7 @@ class _Group(NamedTuple):
     round: int
     counts: list[int]
     batches: list[Any]
+    last: bool  # The worker's last group of the pass.
 
 
 class _CountingCollate:
@@ -86,8 +87,9 @@ class _CountingCollate:
         return _Counted(count, batch)
 
     @staticmethod
-    def grouped(worker: int, round: int, counts: list[int], batches: Any) -> _Group:
-        return _Group(worker, round, counts, batches)
+    def grouped(worker: int, round: int, counts: list[int], batches: Any,
+                last: bool) -> _Group:
+        return _Group(worker, round, counts, batches, last)
 
 
 class _GroupIndex(list):
@@ -165,31 +167,40 @@ def _steps(iterator: Any) -> Iterator[Any]:
         yield item
 
 
-def _ungrouped(items: Iterator[Any], iterator: Any) -> Iterator[Any]:
+def _ungrouped(items: Iterator[Any], iterator: Any, workers: int) -> Iterator[Any]:
     """The batches of ``items`` in the order torch would have given them one by one.
 
-    torch hands batch requests to the workers in turn, so batch by batch it yields each
+    torch hands batch requests to the ``workers`` in turn, so batch by batch it yields each
     active worker's next batch in worker order: sorted by (batch of that worker's pass, worker).
     A worker's round ``r`` group holds its batches from ``2**r - 1`` on (sizes 1, 2, 4, ... up
     to the loader's group; the same for every worker), so each group's first batch comes next
-    as it arrives, and the rest of a round's batches once the next round starts (or the epoch
-    ends): batch ``i`` of each worker's group, in worker order, for each ``i``.
+    as it arrives, and the rest of a round's batches once every worker still reading sent its
+    group of the round (or the next round starts, or the epoch ends): batch ``i`` of each
+    group, in worker order, for each ``i``.
     """
-    held: list[list[_Counted]] = []  # This round's groups, as they arrived.
-    current = -1
+    held: list[list[_Counted]] = []  # This round's groups not yielded whole, as they arrived.
+    current, expected, arrived, ending = -1, set(range(workers)), set(), set()
     for item in items:
         if type(item) is not _Group:
             yield from _rest_of_round(held, iterator)
             held = []
             yield item
             continue
-        if item.round != current:
+        if item.round != current:  # Workers missing from the last round had no more batches.
             yield from _rest_of_round(held, iterator)
-            held, current = [], item.round
+            if current >= 0:
+                expected = arrived - ending
+            held, current, arrived, ending = [], item.round, set(), set()
         batches = [_Counted(count, batch) for count, batch in zip(item.counts, item.batches)]
         iterator._num_yielded += len(batches) - 1  # As torch counts its steps: in batches.
         held.append(batches)
+        arrived.add(item.worker)
+        if item.last:
+            ending.add(item.worker)
         yield batches[0]
+        if arrived >= expected:  # No other group of this round can come.
+            yield from _rest_of_round(held, iterator)
+            held = []
     yield from _rest_of_round(held, iterator)
 
 
@@ -310,7 +321,7 @@ class StreamingDataLoader(DataLoader):
         self.num_samples_yielded = 0
         iterator, keep = self._iterator_for_epoch()
         self._running += 1
-        batches = self.stats.timed(_ungrouped(_steps(iterator), iterator))
+        batches = self.stats.timed(_ungrouped(_steps(iterator), iterator, self.num_workers))
         whole = False
         try:
             for batch in batches:

@@ -421,9 +421,13 @@ class _BatchFetch:
         return packed if self.counted is None else self.counted(batch.count, packed)
 
     def _group(self, wanted: int, size: int) -> Any:
-        """The next ``size`` batches (fewer at the end of the pass), as one group."""
+        """The next ``size`` batches (fewer at the end of the pass), as one group.
+
+        The group says whether it is this worker's last of the pass (so the loader knows it
+        has a round's every group without waiting for the next round's first).
+        """
         from torch.utils.data import get_worker_info
-        batches = []
+        fetcher, batches = self.fetcher, []
         try:
             while len(batches) < size:
                 batches.append(self._batch(wanted))
@@ -431,17 +435,17 @@ class _BatchFetch:
             if not batches:
                 raise
         self.rounds += 1
-        info = get_worker_info()
-        counts = [batch.count for batch in batches]
+        last = fetcher.ended or self.stream.fewer_left_than(wanted if fetcher.drop_last else 1)
         if any(isinstance(batch, _Gathered) for batch in batches):
-            last = batches[-1].last if isinstance(batches[-1], _Gathered) else False
             payload = handoff.pack_group([
                 batch.runs if isinstance(batch, _Gathered) else handoff.Collated(batch.batch)
                 for batch in batches], last)
         else:
             payload = [batch.batch for batch in batches]
+        info = get_worker_info()
         assert self.grouped is not None
-        return self.grouped(0 if info is None else info.id, self.rounds - 1, counts, payload)
+        return self.grouped(0 if info is None else info.id, self.rounds - 1,
+                            [batch.count for batch in batches], payload, last)
 
     def _batch(self, wanted: int) -> Any:
         """The next batch of ``wanted`` samples (``_Gathered`` if it is to be packed)."""
