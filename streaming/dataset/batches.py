@@ -430,6 +430,9 @@ class _BatchFetch:
         fetcher, batches = self.fetcher, []
         try:
             while len(batches) < size:
+                if batches and isinstance(batches[-1], _Gathered):
+                    # Its spans point into shard maps that the next batch's shards may close.
+                    batches[-1] = batches[-1]._replace(runs=handoff.detached(batches[-1].runs))
                 batches.append(self._batch(wanted))
         except StopIteration:
             if not batches:

@@ -44,7 +44,7 @@ try:  # The optional C copy (setup.py); without it, memoryview slices: the same 
 except ImportError:
     _copy_spans = None
 
-__all__ = ['Collated', 'PackedBatch', 'Scattered', 'enabled', 'pack', 'pack_group',
+__all__ = ['Collated', 'PackedBatch', 'Scattered', 'detached', 'enabled', 'pack', 'pack_group',
            'release_dead_workers', 'mapped_rings', 'RING_MIN_BYTES']
 
 RING_MIN_BYTES = 64 << 10  # Smaller payloads are cheaper inside the pickle.
@@ -126,6 +126,24 @@ class Scattered:
         for position, value in zip(positions.tolist(), found):
             values[position] = value
         return values
+
+    def detached(self) -> Scattered:
+        """The same values, copied out of the shards' maps into one ``bytes`` of their own.
+
+        For a batch kept while its worker reads the next ones (a group, ``pack_group``):
+        preparing another shard may close the map a ``Spans`` points into.
+        """
+        sizes = self.sizes()
+        offsets = np.zeros(len(sizes) + 1, np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        buffer = bytearray(int(offsets[-1]))
+        view = memoryview(buffer)
+        try:
+            self.copy_into(view, offsets)
+        finally:
+            view.release()
+        return Scattered.in_order([bytes(buffer)], np.zeros(self.count, np.int64),
+                                  offsets[:-1], offsets[1:])
 
     def copy_into(self, view: memoryview, offsets: np.ndarray) -> None:
         """Copy value ``i`` to ``view[offsets[i]:offsets[i + 1]]``."""
@@ -218,6 +236,12 @@ class Collated:
 
     def __init__(self, batch: Any) -> None:
         self.batch = batch
+
+
+def detached(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``runs`` with their ``Scattered`` columns copied out of the shards' maps."""
+    return [{name: value.detached() if isinstance(value, Scattered) else value
+             for name, value in run.items()} for run in runs]
 
 
 def pack(runs: list[dict[str, Any]], final: bool) -> PackedBatch:

@@ -114,6 +114,23 @@ def test_kept_workers_over_epochs_through_the_ring(monkeypatch, ringed, shm) -> 
     assert handoff.mapped_rings() == 0  # Each worker's last group let its ring go.
 
 
+def test_groups_under_a_cache_limit_that_evicts(monkeypatch, ringed, tmp_path) -> None:
+    """Under a ``cache_limit`` of about 3 shards (evictions during the epoch), the same
+    batches as without groups. (Whether a shard of a batch already read is evicted before its
+    group is sent is up to timing: ``test_a_batch_copied_out_of_closed_maps`` makes it so.)"""
+    outcomes = []
+    for grouped in (False, True):
+        monkeypatch.setenv('STREAMING_BATCH_GROUPS', '1' if grouped else '0')
+        dataset = StreamingDataset(remote=ringed, local=str(tmp_path / f'cache{grouped}'),
+                                   batch_size=BATCH, shuffle=True, shuffle_seed=3,
+                                   cache_limit=200_000)
+        loader = StreamingDataLoader(dataset, batch_size=BATCH, num_workers=2)
+        assert loader._batches_per_group() > 1 or not grouped
+        outcomes.append([(b['id'].tolist(), b['payload']) for b in loader])
+    assert outcomes[0] == outcomes[1]
+    assert sorted(i for ids, _ in outcomes[1] for i in ids) == list(range(SAMPLES))
+
+
 def test_state_dict_counts_only_the_batches_yielded(monkeypatch, small) -> None:
     """Broken off at a batch in the middle of a group (rounds of 1, 2, 4...: batches 6-13 of
     the epoch are the two workers' third groups), the state is that of the batches yielded
@@ -231,6 +248,28 @@ def test_groups_unpack_in_torch_order(lengths, group) -> None:
     if all(lengths):  # Each batch once its round is complete, not after the next one's first.
         rounds = {batch: item.round for item in items for batch in item.batches}
         assert waited == [rounds[batch] for batch in got]
+
+
+def test_a_batch_copied_out_of_closed_maps(tmp_path) -> None:
+    """A worker keeps a group's earlier batches while it reads the next, which may close the
+    map of a shard evicted meanwhile (``ShardCache.ready``): ``handoff.detached`` copies a
+    batch's values out of the maps first, so that the group still packs the same values."""
+    path = write_ids(str(tmp_path / 'ds'), 200, payload=3_000, size_limit=1 << 14)
+    dataset = StreamingDataset(local=path, batch_size=BATCH, shuffle=True)
+    ids = np.random.default_rng(9).permutation(dataset.num_samples)
+    stream = SampleStream(ids, dataset.sample_offset_per_shard, dataset.cache,
+                          dataset.get_item, True, None)
+    shards, indices = stream.take(4 * BATCH)
+    runs = stream.gather(shards, indices, spans=True)
+    kept = handoff.detached(runs)
+    samples = [dataset[int(dataset.sample_offset_per_shard[s]) + i]
+               for s, i in zip(shards.tolist(), indices.tolist())]
+    for shard_id in np.unique(shards).tolist():
+        dataset.cache.shards[shard_id].close()
+    with pytest.raises(ValueError, match='closed'):  # What the kept spans would have read.
+        handoff.pack(runs, False)
+    _equal(pickle.loads(pickle.dumps(handoff.pack_group([kept], False)))[0],
+           default_collate(samples))
 
 
 def test_a_group_with_a_collated_batch_through_the_ring(tmp_path) -> None:
