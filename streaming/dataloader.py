@@ -92,7 +92,7 @@ class _CountingCollate:
         return _Group(worker, round, counts, batches, last)
 
 
-class _GroupIndex(list):
+class _GroupIndex(list[None]):
     """A batch's "indices" that also ask the worker for ``group`` batches at once."""
 
     group = 1
@@ -108,9 +108,11 @@ class _ConstantBatches:
     """
 
     def __init__(self, batch_size: int, group: int = 1) -> None:
-        self.batch = _GroupIndex([None] * batch_size) if group > 1 else [None] * batch_size
+        self.batch: list[None] = [None] * batch_size
         if group > 1:
-            self.batch.group = group
+            grouped = _GroupIndex(self.batch)
+            grouped.group = group
+            self.batch = grouped
 
     def __iter__(self) -> Iterator[list]:
         return itertools.repeat(self.batch)
@@ -179,7 +181,9 @@ def _ungrouped(items: Iterator[Any], iterator: Any, workers: int) -> Iterator[An
     group, in worker order, for each ``i``.
     """
     held: list[list[_Counted]] = []  # This round's groups not yielded whole, as they arrived.
-    current, expected, arrived, ending = -1, set(range(workers)), set(), set()
+    current, expected = -1, set(range(workers))
+    arrived: set[int] = set()  # Workers whose group of this round came.
+    ending: set[int] = set()  # Those of them that sent their last.
     for item in items:
         if type(item) is not _Group:
             yield from _rest_of_round(held, iterator)

@@ -427,7 +427,8 @@ class _BatchFetch:
         has a round's every group without waiting for the next round's first).
         """
         from torch.utils.data import get_worker_info
-        fetcher, batches = self.fetcher, []
+        fetcher = self.fetcher
+        batches: list[Any] = []
         try:
             while len(batches) < size:
                 if batches and isinstance(batches[-1], _Gathered):
