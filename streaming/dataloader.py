@@ -287,8 +287,10 @@ class StreamingDataLoader(DataLoader):
     def _batches_per_group(self) -> int:
         """How many batches a worker sends at most as one item (about ``GROUP_BYTES``).
 
-        At most ``MAX_GROUP``; 1 (torch's own protocol) unless over a ``StreamingDataset``,
-        with workers, default collation, no ``timeout`` and batches in order. Each item torch
+        At most ``MAX_GROUP``; 1 (torch's own protocol) unless over a ``StreamingDataset``
+        without a ``cache_limit`` (workers reading a group ahead would change which shards are
+        evicted, and so the egress), with workers, default collation, no ``timeout`` and
+        batches in order. Each item torch
         moves between processes has a fixed CPU cost (pickles, queues, pipe writes, wake-ups):
         grouping small batches spreads it over several (docs/dataset.md, "How batches travel
         from the workers"). The estimate is from the index (shard bytes per sample), the same
@@ -300,7 +302,7 @@ class StreamingDataLoader(DataLoader):
                 self.timeout or not getattr(self, 'in_order', True) or
                 not isinstance(dataset, StreamingDataset) or self.batch_size is None or
                 not isinstance(collate, _CountingCollate) or
-                collate.inner_collate is not default_collate):
+                collate.inner_collate is not default_collate or dataset.cache.evicts):
             return 1
         samples = int(dataset.samples_per_shard.sum())
         if not samples:
