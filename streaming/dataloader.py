@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader
+from torch.utils.data import BatchSampler, DataLoader, default_collate
 
 try:  # The sampler torch gives an IterableDataset; a torch without it keeps its own batches.
     from torch.utils.data.dataloader import _InfiniteConstantSampler
@@ -26,6 +26,9 @@ from streaming.dataset.handoff import release_dead_workers
 from streaming.telemetry import LoaderStats
 
 __all__ = ['StreamingDataLoader']
+
+GROUP_BYTES = 1 << 20  # Samples' bytes per group of batches a worker sends at once.
+MAX_GROUP = 16  # Batches per group at most.
 
 
 def _batch_len(batch: Any) -> int:
@@ -51,6 +54,21 @@ class _Counted(NamedTuple):
     batch: Any
 
 
+class _Group(NamedTuple):
+    """Consecutive batches of one worker's stream that crossed to the main process as one item.
+
+    ``round``: how many groups that worker sent before this one in the pass (torch hands out
+    items to the workers in turn, so the groups of one round arrive one per worker, in worker
+    order). A namedtuple, so that ``pin_memory`` pins the batches inside it.
+    """
+
+    worker: int
+    round: int
+    counts: list[int]
+    batches: list[Any]
+    last: bool  # The worker's last group of the pass.
+
+
 class _CountingCollate:
     """Wraps a ``collate_fn`` to record how many samples each batch holds, whatever it returns."""
 
@@ -68,17 +86,33 @@ class _CountingCollate:
     def counted(count: int, batch: Any) -> _Counted:
         return _Counted(count, batch)
 
+    @staticmethod
+    def grouped(worker: int, round: int, counts: list[int], batches: Any,
+                last: bool) -> _Group:
+        return _Group(worker, round, counts, batches, last)
+
+
+class _GroupIndex(list[None]):
+    """A batch's "indices" that also ask the worker for ``group`` batches at once."""
+
+    group = 1
+
 
 class _ConstantBatches:
     """The batch "indices" of an ``IterableDataset``: ``[None] * batch_size``, forever.
 
     What torch's ``BatchSampler`` over its ``_InfiniteConstantSampler`` yields, without a
     Python step per sample in the main process (256 per batch of 2 KiB tokens): the fetcher
-    only counts these. One list object, never modified by torch or the fetch.
+    only counts these. One list object, never modified by torch or the fetch; ``group`` above
+    1 asks the dataset's fetch for groups of batches (see ``StreamingDataLoader``).
     """
 
-    def __init__(self, batch_size: int) -> None:
-        self.batch = [None] * batch_size
+    def __init__(self, batch_size: int, group: int = 1) -> None:
+        self.batch: list[None] = [None] * batch_size
+        if group > 1:
+            grouped = _GroupIndex(self.batch)
+            grouped.group = group
+            self.batch = grouped
 
     def __iter__(self) -> Iterator[list]:
         return itertools.repeat(self.batch)
@@ -133,6 +167,56 @@ def _steps(iterator: Any) -> Iterator[Any]:
         except StopIteration:
             return
         yield item
+
+
+def _ungrouped(items: Iterator[Any], iterator: Any, workers: int) -> Iterator[Any]:
+    """The batches of ``items`` in the order torch would have given them one by one.
+
+    torch hands batch requests to the ``workers`` in turn, so batch by batch it yields each
+    active worker's next batch in worker order: sorted by (batch of that worker's pass, worker).
+    A worker's round ``r`` group holds its batches from ``2**r - 1`` on (sizes 1, 2, 4, ... up
+    to the loader's group; the same for every worker), so each group's first batch comes next
+    as it arrives, and the rest of a round's batches once every worker still reading sent its
+    group of the round (or the next round starts, or the epoch ends): batch ``i`` of each
+    group, in worker order, for each ``i``.
+    """
+    held: list[list[_Counted]] = []  # This round's groups not yielded whole, as they arrived.
+    current, expected = -1, set(range(workers))
+    arrived: set[int] = set()  # Workers whose group of this round came.
+    ending: set[int] = set()  # Those of them that sent their last.
+    for item in items:
+        if type(item) is not _Group:
+            yield from _rest_of_round(held, iterator)
+            held = []
+            yield item
+            continue
+        if item.round != current:  # Workers missing from the last round had no more batches.
+            yield from _rest_of_round(held, iterator)
+            if current >= 0:
+                expected = arrived - ending
+            held, current, arrived, ending = [], item.round, set(), set()
+        batches = [_Counted(count, batch) for count, batch in zip(item.counts, item.batches)]
+        iterator._num_yielded += len(batches) - 1  # As torch counts its steps: in batches.
+        held.append(batches)
+        arrived.add(item.worker)
+        if item.last:
+            ending.add(item.worker)
+        yield batches[0]
+        if arrived >= expected:  # No other group of this round can come.
+            yield from _rest_of_round(held, iterator)
+            held = []
+    yield from _rest_of_round(held, iterator)
+
+
+def _rest_of_round(held: list[list[_Counted]], iterator: Any) -> Iterator[_Counted]:
+    """All but the first batch of each of a round's groups, batch by batch, worker by worker."""
+    for position in range(1, max(map(len, held), default=0)):
+        for batches in held:
+            if position < len(batches):
+                if _profiler_running():  # A step each, as torch's __next__ records them.
+                    with torch.autograd.profiler.record_function(iterator._profile_name):
+                        pass
+                yield batches[position]
 
 
 def _attributes(dataset: Any) -> dict[str, int]:
@@ -197,8 +281,34 @@ class StreamingDataLoader(DataLoader):
         sampler = super()._index_sampler
         if type(sampler) is BatchSampler and \
                 type(sampler.sampler) is _InfiniteConstantSampler:
-            return _ConstantBatches(sampler.batch_size)
+            return _ConstantBatches(sampler.batch_size, self._batches_per_group())
         return sampler
+
+    def _batches_per_group(self) -> int:
+        """How many batches a worker sends at most as one item (about ``GROUP_BYTES``).
+
+        At most ``MAX_GROUP``; 1 (torch's own protocol) unless over a ``StreamingDataset``
+        without a ``cache_limit`` (workers reading a group ahead would change which shards are
+        evicted, and so the egress), with workers, default collation, no ``timeout`` and
+        batches in order. Each item torch
+        moves between processes has a fixed CPU cost (pickles, queues, pipe writes, wake-ups):
+        grouping small batches spreads it over several (docs/dataset.md, "How batches travel
+        from the workers"). The estimate is from the index (shard bytes per sample), the same
+        in every worker.
+        ``STREAMING_BATCH_GROUPS=0`` turns it off.
+        """
+        dataset, collate = self.dataset, self.collate_fn
+        if (os.environ.get('STREAMING_BATCH_GROUPS', '1') == '0' or not self.num_workers or
+                self.timeout or not getattr(self, 'in_order', True) or
+                not isinstance(dataset, StreamingDataset) or self.batch_size is None or
+                not isinstance(collate, _CountingCollate) or
+                collate.inner_collate is not default_collate or dataset.cache.evicts):
+            return 1
+        samples = int(dataset.samples_per_shard.sum())
+        if not samples:
+            return 1
+        batch_bytes = int(dataset.cache.max_sizes().sum()) / samples * self.batch_size
+        return max(1, min(MAX_GROUP, int(GROUP_BYTES // max(batch_bytes, 1))))
 
     def _iterator_for_epoch(self) -> tuple[Any, bool]:
         """The torch iterator for this epoch, and whether its workers are kept after it."""
@@ -217,7 +327,7 @@ class StreamingDataLoader(DataLoader):
         self.num_samples_yielded = 0
         iterator, keep = self._iterator_for_epoch()
         self._running += 1
-        batches = self.stats.timed(_steps(iterator))
+        batches = self.stats.timed(_ungrouped(_steps(iterator), iterator, self.num_workers))
         whole = False
         try:
             for batch in batches:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -367,8 +367,21 @@ def _worker_loop_code() -> Any:
     return getattr(_worker_loop, '__code__', None)
 
 
+class _Gathered(NamedTuple):
+    """A batch to be packed (``handoff``): its sample count, gathered columns, whether last."""
+
+    count: int
+    runs: list[dict[str, Any]]
+    last: bool
+
+
 class _BatchFetch:
-    """The batch-at-once ``fetch`` of one torch fetcher (see the module docstring)."""
+    """The batch-at-once ``fetch`` of one torch fetcher (see the module docstring).
+
+    An index with a ``group`` attribute above 1 (``StreamingDataLoader``'s, with workers) asks
+    for a group: the next ``min(2 ** round, group)`` batches of this worker's stream in one
+    queue item (``round``: groups fetched so far in this pass), which the loader takes apart.
+    """
 
     def __init__(self, fetcher: Any, stream: SampleStream) -> None:
         self.fetcher = fetcher
@@ -377,6 +390,8 @@ class _BatchFetch:
         # StreamingDataLoader wraps collate_fn to count samples: look through the wrapper.
         self.default = getattr(collate, 'inner_collate', collate) is _default_collate()
         self.counted = getattr(collate, 'counted', None)
+        self.grouped = getattr(collate, 'grouped', None)
+        self.rounds = 0  # Groups fetched in this pass.
         self.pack: bool | None = None  # Decided at the first call (see _packing).
 
     def _packing(self) -> bool:
@@ -394,12 +409,55 @@ class _BatchFetch:
         return self.pack
 
     def __call__(self, possibly_batched_index: Any) -> Any:
+        if self.default and self.pack is None:
+            self._packing()
+        group = getattr(possibly_batched_index, 'group', 1)
+        if group > 1 and self.grouped is not None and self.counted is not None:
+            return self._group(len(possibly_batched_index), min(1 << self.rounds, group))
+        batch = self._batch(len(possibly_batched_index))
+        if not isinstance(batch, _Gathered):
+            return batch
+        packed = handoff.pack(batch.runs, batch.last)
+        return packed if self.counted is None else self.counted(batch.count, packed)
+
+    def _group(self, wanted: int, size: int) -> Any:
+        """The next ``size`` batches (fewer at the end of the pass), as one group.
+
+        The group says whether it is this worker's last of the pass (so the loader knows it
+        has a round's every group without waiting for the next round's first).
+        """
+        from torch.utils.data import get_worker_info
+        fetcher = self.fetcher
+        batches: list[Any] = []
+        try:
+            while len(batches) < size:
+                if batches and isinstance(batches[-1], _Gathered):
+                    # Its spans point into shard maps that the next batch's shards may close.
+                    batches[-1] = batches[-1]._replace(runs=handoff.detached(batches[-1].runs))
+                batches.append(self._batch(wanted))
+        except StopIteration:
+            if not batches:
+                raise
+        self.rounds += 1
+        last = fetcher.ended or self.stream.fewer_left_than(wanted if fetcher.drop_last else 1)
+        if any(isinstance(batch, _Gathered) for batch in batches):
+            payload = handoff.pack_group([
+                batch.runs if isinstance(batch, _Gathered) else handoff.Collated(batch.batch)
+                for batch in batches], last)
+        else:
+            payload = [batch.batch for batch in batches]
+        info = get_worker_info()
+        assert self.grouped is not None
+        return self.grouped(0 if info is None else info.id, self.rounds - 1,
+                            [batch.count for batch in batches], payload, last)
+
+    def _batch(self, wanted: int) -> Any:
+        """The next batch of ``wanted`` samples (``_Gathered`` if it is to be packed)."""
         fetcher, stream, clock = self.fetcher, self.stream, self.stream.clock
         if fetcher.ended:
             if clock is not None:
                 clock.flush()
             raise StopIteration
-        wanted = len(possibly_batched_index)
         started = time.perf_counter() if clock is not None else 0.0
         cpu = time.process_time() if clock is not None else 0.0
         shards, indices = stream.take(wanted)
@@ -409,14 +467,14 @@ class _BatchFetch:
             if clock is not None:
                 clock.flush()
             raise StopIteration
-        pack = self.default and (self.pack if self.pack is not None else self._packing())
+        pack = self.default and bool(self.pack)
         runs = stream.gather(shards, indices, spans=pack)
         if runs is None:
             batch = stream.read(shards, indices)
         elif pack:
             # The last batch of this pass tells the main process to let the ring go.
             last = fetcher.ended or stream.fewer_left_than(wanted if fetcher.drop_last else 1)
-            batch = handoff.pack(runs, last)
+            batch = _Gathered(len(shards), runs, last)
         elif self.default:
             batch = _collate_columns(runs)
         else:
@@ -425,7 +483,9 @@ class _BatchFetch:
             if clock is not None:
                 clock.add_read(time.perf_counter() - started, len(shards),
                                time.process_time() - cpu)
-            return batch if self.counted is None else self.counted(len(shards), batch)
+            if isinstance(batch, _Gathered) or self.counted is None:
+                return batch
+            return self.counted(len(shards), batch)
         if clock is None:
             return fetcher.collate_fn(batch)
         middle, cpu_middle = time.perf_counter(), time.process_time()

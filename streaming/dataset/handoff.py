@@ -44,11 +44,12 @@ try:  # The optional C copy (setup.py); without it, memoryview slices: the same 
 except ImportError:
     _copy_spans = None
 
-__all__ = ['PackedBatch', 'Scattered', 'enabled', 'pack', 'release_dead_workers',
-           'mapped_rings', 'RING_MIN_BYTES']
+__all__ = ['Collated', 'PackedBatch', 'Scattered', 'detached', 'enabled', 'pack', 'pack_group',
+           'release_dead_workers', 'mapped_rings', 'RING_MIN_BYTES']
 
 RING_MIN_BYTES = 64 << 10  # Smaller payloads are cheaper inside the pickle.
 _INT, _SPANS, _BYTES, _STR, _OTHER = 'i', 'p', 'b', 's', 'o'
+_GATHERED = 'g'  # A batch of a group given as gathered columns (others: _OTHER, collated).
 
 
 def enabled() -> bool:
@@ -125,6 +126,24 @@ class Scattered:
         for position, value in zip(positions.tolist(), found):
             values[position] = value
         return values
+
+    def detached(self) -> Scattered:
+        """The same values, copied out of the shards' maps into one ``bytes`` of their own.
+
+        For a batch kept while its worker reads the next ones (a group, ``pack_group``):
+        preparing another shard may close the map a ``Spans`` points into.
+        """
+        sizes = self.sizes()
+        offsets = np.zeros(len(sizes) + 1, np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        buffer = bytearray(int(offsets[-1]))
+        view = memoryview(buffer)
+        try:
+            self.copy_into(view, offsets)
+        finally:
+            view.release()
+        return Scattered.in_order([bytes(buffer)], np.zeros(self.count, np.int64),
+                                  offsets[:-1], offsets[1:])
 
     def copy_into(self, view: memoryview, offsets: np.ndarray) -> None:
         """Copy value ``i`` to ``view[offsets[i]:offsets[i + 1]]``."""
@@ -210,44 +229,84 @@ def _payload(kind: str, value: Any) -> int:
     return 0
 
 
+class Collated:
+    """A batch of a group (``pack_group``) that is already collated: pickled as it is."""
+
+    __slots__ = ('batch',)
+
+    def __init__(self, batch: Any) -> None:
+        self.batch = batch
+
+
+def detached(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``runs`` with their ``Scattered`` columns copied out of the shards' maps."""
+    return [{name: value.detached() if isinstance(value, Scattered) else value
+             for name, value in run.items()} for run in runs]
+
+
 def pack(runs: list[dict[str, Any]], final: bool) -> PackedBatch:
     """The batch of ``runs`` (gathered columns, ``bytes`` ones possibly ``Scattered``).
 
     ``final``: the last batch of this worker's pass.
     """
-    columns = _columns(runs)
-    total = sum(_payload(kind, value) for _, kind, value in columns)
+    return _pack([runs], final, True)
+
+
+def pack_group(batches: list[Any], final: bool) -> PackedBatch:
+    """Consecutive batches of this worker in one pickle (and one slot): unpickles as their list.
+
+    Each of ``batches`` is either gathered ``runs`` (as for ``pack``) or ``Collated``.
+    """
+    return _pack(batches, final, False)
+
+
+def _pack(batches: list[Any], final: bool, single: bool) -> PackedBatch:
+    entries = [(_OTHER, batch.batch) if isinstance(batch, Collated) else
+               (_GATHERED, _columns(batch)) for batch in batches]
+    packable = [columns for kind, columns in entries if kind != _OTHER]
+    total = sum(_payload(kind, value) for columns in packable for _, kind, value in columns)
     ring = _my_ring(create=total >= RING_MIN_BYTES)
     retire = (ring.pid, ring.token) if ring is not None and final else None
     offset = None
     if ring is not None and total >= RING_MIN_BYTES:
-        offset = ring.acquire(total + 8 * len(columns))  # With room to align each column.
+        # With room to align each column.
+        offset = ring.acquire(total + 8 * sum(map(len, packable)))
     if offset is None:
-        inline = [(name, _BYTES, [v for part in value for v in part.values()]) if kind == _SPANS
-                  else (name, kind, value.tobytes() if kind == _INT else value)
-                  for name, kind, value in columns]
-        packed = PackedBatch((_rebuild_inline, (inline, retire)), None)
+        inline = [(kind, _inline(value) if kind != _OTHER else value) for kind, value in entries]
+        packed = PackedBatch((_rebuild_inline, (inline, retire, single)), None)
     else:
         assert ring is not None and ring.map is not None
-        layout = _write(ring.map, offset, columns)
+        layouts, pos = [], HEADER
+        for kind, value in entries:
+            if kind != _OTHER:
+                value, pos = _write(ring.map, offset, value, pos)
+            layouts.append((kind, value))
         ref, announce = ring.reference()
-        packed = PackedBatch((_rebuild_from_ring, (ref, announce, offset, ring.seq, layout,
-                                                   retire)), (ring.map, offset))
+        packed = PackedBatch((_rebuild_from_ring, (ref, announce, offset, ring.seq, layouts,
+                                                   retire, single)), (ring.map, offset))
     if retire is not None:
         assert ring is not None
         ring.announced = False  # The main process lets its map go at this batch.
     return packed
 
 
-def _write(data: Any, offset: int, columns: list) -> list:
+def _inline(columns: list) -> list:
+    """``columns`` as they travel inside the pickle: plain values, integers as raw bytes."""
+    return [(name, _BYTES, [v for part in value for v in part.values()]) if kind == _SPANS
+            else (name, kind, value.tobytes() if kind == _INT else value)
+            for name, kind, value in columns]
+
+
+def _write(data: Any, offset: int, columns: list, start: int = HEADER) -> tuple[list, int]:
     """Copy the payload of ``columns`` into the slot at ``offset`` of ``data``; their layout.
 
-    Positions in the layout are from the start of the slot.
+    The payload starts ``start`` bytes into the slot; also returned: the (aligned) position
+    after it. Positions in the layout are from the start of the slot.
     """
     base = memoryview(data)
     view = base[offset:]
     try:
-        pos, layout = HEADER, []
+        pos, layout = start, []
         for name, kind, value in columns:
             if kind == _INT:
                 np.frombuffer(view, np.int64, len(value), pos)[:] = value
@@ -277,7 +336,7 @@ def _write(data: Any, offset: int, columns: list) -> list:
                     view[at:at + len(item)] = item
             layout.append((name, _BYTES if kind == _SPANS else kind, offsets.tobytes()))
             pos = -(-int(offsets[-1]) // 8) * 8  # Keeps integer columns aligned.
-        return layout
+        return layout, pos
     finally:
         view.release()
         base.release()
@@ -303,8 +362,8 @@ def mapped_rings() -> int:
     return len(_maps.maps)
 
 
-def _rebuild_from_ring(ref: tuple, announce: Any, offset: int, seq: int, layout: list,
-                       retire: tuple | None) -> dict[str, Any]:
+def _rebuild_from_ring(ref: tuple, announce: Any, offset: int, seq: int, layouts: list,
+                       retire: tuple | None, single: bool) -> Any:
     pid, token = ref[:2]
     if pid == os.getpid():  # Unpickled by the worker itself (a copy): its own ring.
         if announce is not None:
@@ -322,13 +381,14 @@ def _rebuild_from_ring(ref: tuple, announce: Any, offset: int, seq: int, layout:
     base = memoryview(data)
     view = base[offset:]
     try:
-        batch = _columns_from(view, layout)
+        batches = [value if kind == _OTHER else _columns_from(view, value)
+                   for kind, value in layouts]
     finally:
         view.release()
         base.release()
     data[offset] = FREE
     _retire(retire)
-    return batch
+    return batches[0] if single else batches
 
 
 def _retire(retire: tuple | None) -> None:
@@ -362,11 +422,13 @@ def _columns_from(view: memoryview, layout: list) -> dict[str, Any]:
     return batch
 
 
-def _rebuild_inline(columns: list, retire: tuple | None) -> dict[str, Any]:
-    batch = {name: _int_tensor(value, len(value) // 8) if kind == _INT else value
-             for name, kind, value in columns}
+def _rebuild_inline(entries: list, retire: tuple | None, single: bool) -> Any:
+    batches = [value if kind == _OTHER else
+               {name: _int_tensor(column, len(column) // 8) if column_kind == _INT else column
+                for name, column_kind, column in value}
+               for kind, value in entries]
     _retire(retire)
-    return batch
+    return batches[0] if single else batches
 
 
 def _after_fork_in_child() -> None:
