@@ -47,15 +47,23 @@ def is_locked(path: str) -> bool:
 def _held(path: str, missing: bool) -> bool:
     """Whether some descriptor holds ``path`` locked now; ``missing`` if there is no such file."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
-    except FileNotFoundError:
-        return missing
+        fd = _open_existing(path)
     except OSError:
         return True
+    if fd is None:
+        return missing
     try:
         return not try_lock(fd)
     finally:
         os.close(fd)
+
+
+def _open_existing(path: str) -> int | None:
+    """A read-only descriptor of the file at ``path``, never creating it (None: no file)."""
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
+    except FileNotFoundError:
+        return None
 
 
 def _open_lock_file(path: str) -> int:
@@ -117,9 +125,8 @@ class FileLock:
 
     def wait_free(self) -> None:
         """Wait until nobody holds this lock, without taking it or creating its file."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
-        except FileNotFoundError:
+        fd = _open_existing(self.path)
+        if fd is None:
             return
         try:
             try_lock(fd, blocking=True)
