@@ -145,8 +145,11 @@ class EpochIds:
                 progress = None if state.done else np.memmap(state.progress, np.int64, 'r',
                                                              shape=(3,))
             except FileNotFoundError:
-                # Gone because its computation failed (a new one clears the record first):
-                # report that rather than start the same failing computation again.
+                # Renamed as its computation finished, or dropped because it failed. Its
+                # computation holds its lock until it has said which (``_report``): wait for
+                # that, then report a failure (a new computation clears the record first)
+                # rather than start the same failing computation again.
+                _compute_lock(self.shared, self.name).wait_free()
                 if os.path.exists(_error_path(self.shared, self.name)):
                     raise _failure(self.shared, self.name) from None
                 state = _State.read(self._marker) or self._publish(stale_only=False)
@@ -161,9 +164,12 @@ class EpochIds:
         """Under the node's order lock: the current state, or a computation started anew."""
         with self.shared.lock('order'):
             state = _State.read(self._marker)
-            if state is None and os.path.exists(self._marker) and self._computing():
+            if state is None and os.path.exists(self._marker):
                 # Its computation renamed (or dropped) the file the marker names and is about
-                # to rewrite the marker: wait for that rather than compute the ids again.
+                # to rewrite the marker: wait for that rather than compute the ids again. Read
+                # the marker again even if the computation has just ended: it writes its final
+                # marker before it removes its lock file, so asking first left a window in
+                # which the asker found neither and started a second computation.
                 _compute_lock(self.shared, self.name).wait_free()
                 state = _State.read(self._marker)
             if state is not None and (state.done or (stale_only and self._computing())):
