@@ -53,7 +53,23 @@ def _held(path: str, missing: bool) -> bool:
     if fd is None:
         return missing
     try:
-        return not try_lock(fd)
+        if not try_lock(fd):
+            return True
+        unlock(fd)  # Before closing: see ``_let_go``.
+        return False
+    finally:
+        os.close(fd)
+
+
+def _let_go(fd: int) -> None:
+    """Unlock, then close, a descriptor this process locked.
+
+    Closing alone releases a flock only when no other process holds a copy of the descriptor:
+    a child forked by another thread meanwhile would keep the lock for as long as it lives
+    (and a node's processes waiting on it, for ever). Unlocking releases it for every copy.
+    """
+    try:
+        unlock(fd)
     finally:
         os.close(fd)
 
@@ -110,7 +126,7 @@ class FileLock:
                 return False
             if _is_file_at(fd, self.path):
                 break
-            os.close(fd)
+            _let_go(fd)
         self._fds[threading.get_ident()] = fd
         _holding.add(self)
         return True
@@ -128,15 +144,11 @@ class FileLock:
         fd = _open_existing(self.path)
         if fd is None:
             return
-        try:
-            try_lock(fd, blocking=True)
-        finally:
-            os.close(fd)
+        try_lock(fd, blocking=True)
+        _let_go(fd)
 
     def release(self) -> None:
-        fd = self._fds.pop(threading.get_ident())
-        unlock(fd)
-        os.close(fd)
+        _let_go(self._fds.pop(threading.get_ident()))
 
     def __enter__(self) -> FileLock:
         self.acquire()
