@@ -44,6 +44,30 @@ def _unchanged_chunks(url: str, handle: Any, opened: os.stat_result, start: int,
                                     f'{file_etag(opened)} when opened, {file_etag(now)} after).')
 
 
+class _FileChunks:
+    """The chunks of an open file, owning it from the start.
+
+    ``close`` closes the file whether or not reading began: a generator not yet started cannot,
+    so a caller that checks the version and gives up before reading would leave the file to the
+    garbage collector (a ``ResourceWarning``).
+    """
+
+    def __init__(self, url: str, handle: Any, opened: os.stat_result, start: int,
+                 end: int | None) -> None:
+        self._handle = handle
+        self._chunks = _unchanged_chunks(url, handle, opened, start, end)
+
+    def __iter__(self) -> _FileChunks:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        self._chunks.close()
+        self._handle.close()
+
+
 class LocalBackend(Backend):
     """Copies files between local paths, through a temporary name and a rename."""
 
@@ -63,7 +87,8 @@ class LocalBackend(Backend):
              etag: str | None = None) -> Response:
         """Bytes ``[start, end)`` of the file, with the size and version tag of the file opened.
 
-        A change of either before the last chunk is read is a ``ChangedWhileReadError``.
+        A change of either before the last chunk is read is a ``ChangedWhileReadError``. The
+        file is open until the last chunk is read or the response is closed.
         """
         path = local_path(url)
         if not os.path.isfile(path):
@@ -75,7 +100,7 @@ class LocalBackend(Backend):
             handle.close()
             raise FileNotFoundError(f'{url} changed during the download.')
         handle.seek(start)
-        return Response(info, _unchanged_chunks(url, handle, opened, start, end))
+        return Response(info, _FileChunks(url, handle, opened, start, end))
 
     def list_info(self, url: str) -> list[tuple[str, ObjectInfo]]:
         """Every file under ``url`` with its size and version tag (mtime and size)."""

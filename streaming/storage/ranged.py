@@ -61,9 +61,7 @@ def read_range_into(backend: ObjectStore, url: str, fd: int, start: int, end: in
                                      f'for')
         finally:
             METER.closed()
-            close = getattr(response.chunks, 'close', None)
-            if close is not None:
-                close()
+            response.close()
         info = response.info
         expected = end if end is not None else info.size
         if expected is not None and offset != expected:
