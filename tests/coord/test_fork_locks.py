@@ -39,13 +39,20 @@ def _wait_readable(fd: int, what: str) -> None:
 
 
 def _reap(pid: int) -> int:
-    """The exit code of child ``pid``, waited for without polling (killed after ``WAIT``)."""
-    pidfd = os.pidfd_open(pid)
+    """The exit code of child ``pid``, waited for without polling (killed after ``WAIT``).
+
+    Without ``pidfd_open`` (Linux 5.3), a plain wait: the children exit as soon as told.
+    """
     try:
-        if not select.select([pidfd], [], [], WAIT)[0]:
-            os.kill(pid, 9)
-    finally:
-        os.close(pidfd)
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = -1
+    if pidfd >= 0:
+        try:
+            if not select.select([pidfd], [], [], WAIT)[0]:
+                os.kill(pid, 9)
+        finally:
+            os.close(pidfd)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
