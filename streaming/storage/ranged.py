@@ -89,14 +89,18 @@ class PartialDownload:
         self.resumable = resume
         self.journal = f'{self.data}.json'
         self.done: set[int] = set()
-        if resume and info.etag and os.fstat(self.fd).st_size == info.size:
-            self._load()
-        if not self.done and os.fstat(self.fd).st_size:
-            # Drop stale bytes of an unusable partial file. Skipped when the file is empty: on
-            # ext4, closing a file truncated to zero flushes all its dirty pages at once.
-            os.ftruncate(self.fd, 0)
-        os.ftruncate(self.fd, info.size or 0)
-        preallocate(self.fd, info.size)  # The holes the parts will fill.
+        try:
+            if resume and info.etag and os.fstat(self.fd).st_size == info.size:
+                self._load()
+            if not self.done and os.fstat(self.fd).st_size:
+                # Drop stale bytes of an unusable partial file. Skipped when the file is empty:
+                # on ext4, closing a file truncated to zero flushes all its dirty pages at once.
+                os.ftruncate(self.fd, 0)
+            os.ftruncate(self.fd, info.size or 0)
+            preallocate(self.fd, info.size)  # The holes the parts will fill.
+        except BaseException:  # A full disk: not left open (and locked) until the process ends.
+            self.close(keep=self.resumable)
+            raise
 
     def _open_locked(self, path: str) -> tuple[int, LockFile | None]:
         """The partial file's descriptor and its lock.
