@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Iterator
+from typing import Any, Generator
 from urllib.parse import unquote, urlparse
 
 from streaming.fileio import atomic_open, file_etag
@@ -31,7 +31,7 @@ def _copy_atomic(src: str, dst: str) -> None:
 
 
 def _unchanged_chunks(url: str, handle: Any, opened: os.stat_result, start: int,
-                      end: int | None) -> Iterator[bytes]:
+                      end: int | None) -> Generator[bytes, None, None]:
     """The chunks of ``handle``; the file must still be as ``opened`` once they are read."""
     fileno = os.dup(handle.fileno())  # Stays open after handle_chunks closes the handle.
     try:
