@@ -1,16 +1,17 @@
 """``DirectoryLock``: one writer per output directory, enforced with ``flock`` on the directory.
 
 The lock is taken on the directory itself (no lock file appears among the dataset's files) and
-released by the kernel if the writer dies. A second writer into the same directory, in this
-process or another, fails at once with ``OutputLockedError`` naming the directory and, where
-``/proc/locks`` tells, the process holding it.
+released by the kernel if the writer dies; a process the writer forks does not keep it. A second
+writer into the same directory, in this process or another, fails at once with
+``OutputLockedError`` naming the directory and, where ``/proc/locks`` tells, the process holding
+it.
 """
 
 from __future__ import annotations
 
 import os
 
-from streaming.coord.lock import same_file, try_lock
+from streaming.coord.lock import LockFile, same_file
 from streaming.errors import OutputError, OutputLockedError
 
 __all__ = ['DirectoryLock']
@@ -21,34 +22,35 @@ class DirectoryLock:
 
     def __init__(self, parameter: str) -> None:
         self.parameter = parameter
-        self._fd: int | None = None
+        self._file: LockFile | None = None
 
     def acquire(self, path: str) -> None:
         """Lock ``path`` (a directory); a no-op if this lock already holds that directory."""
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0) |
-                         getattr(os, 'O_CLOEXEC', 0))
+            file = LockFile(path, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0))
         except OSError as error:
             raise OutputError(f'{self.parameter}={path!r} cannot be opened as a directory: '
                               f'{error.strerror}.', error.errno) from None
-        if self._fd is not None and same_file(os.fstat(fd), os.fstat(self._fd)):
-            os.close(fd)
+        held = self._file
+        if held is not None and held.is_open and same_file(os.fstat(file.fd),
+                                                             os.fstat(held.fd)):
+            file.close()
             return
-        if not try_lock(fd):
-            holder = _holder(fd)
-            os.close(fd)
+        if not file.lock():
+            holder = _holder(file.fd)
+            file.close()
             raise OutputLockedError(f'{self.parameter}={path!r}: another writer is writing to '
                                     f'this directory ({holder}); two writers into one directory '
                                     f'would mix their shards. Wait for it to finish or write '
                                     f'elsewhere.') from None
         self.release()
-        self._fd = fd
+        self._file = file
 
     def release(self) -> None:
-        """Let the directory go (closing the descriptor drops the lock)."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        """Let the directory go (unlocked, then closed: see ``coord.lock.LockFile``)."""
+        file, self._file = self._file, None
+        if file is not None:
+            file.close()
 
     def __del__(self) -> None:
         self.release()

@@ -1,9 +1,14 @@
-"""The node's kernel locks: ``FileLock``, ``Lease``, and the ``flock`` primitives under them.
+"""The node's kernel locks: ``FileLock``, ``Lease``, ``LockFile`` and the ``flock`` primitives.
 
 Waiting blocks in the kernel instead of polling, and a lock held by a killed process is released
 by the kernel, so a crash never leaves a lock behind. ``try_lock`` and ``is_locked`` are the
-primitives for code that holds a lock on a file it has open anyway (a partial download) or only
-asks whether someone does (``streaming clean``).
+primitives for code that only asks whether someone holds a file (``streaming clean``).
+
+A forked child shares its parent's open files, and an ``flock`` belongs to the open file, not to
+the process: a child holding a copy of a locked descriptor keeps the lock for as long as it
+lives, even after the parent closed its own. So every descriptor this package locks is a
+``LockFile``: registered while open, so that a forked child (a DataLoader worker) closes its copy
+at once, and unlocked before it is closed, which releases the lock for every copy.
 """
 
 from __future__ import annotations
@@ -14,12 +19,9 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ['FileLock', 'Lease', 'is_locked', 'same_file', 'try_lock']
+__all__ = ['FileLock', 'Lease', 'LockFile', 'is_locked', 'same_file', 'try_lock']
 
-# Locks holding a descriptor now. A forked child closes its copies of those descriptors (without
-# unlocking, which would unlock the parent too): otherwise a child would keep its parent's locks
-# held after the parent died, and a process waiting for one would wait for the child instead.
-_holding: weakref.WeakSet = weakref.WeakSet()
+_CLOEXEC = getattr(os, 'O_CLOEXEC', 0)
 
 
 def try_lock(fd: int, blocking: bool = False) -> bool:
@@ -39,6 +41,61 @@ def unlock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+# Every ``LockFile`` open in this process, by descriptor: a forked child closes its copies.
+_open_files: dict[int, LockFile] = {}
+
+
+class LockFile:
+    """A descriptor opened to take an ``flock`` on, registered until ``close``.
+
+    ``close`` unlocks before it closes: closing alone releases a flock only when no other
+    process holds a copy of the descriptor, and a child forked by another thread meanwhile
+    would keep the lock (and a node's processes waiting on it would wait for that child). A
+    forked child closes its copy at once without unlocking (which would unlock the parent
+    too), unless its forking thread is ``keep_for``: that thread goes on in the child with
+    the lock it took, and the child's ``close`` then only closes its copy.
+    """
+
+    def __init__(self, path: str, flags: int = os.O_RDWR | os.O_CREAT, mode: int = 0o600,
+                 keep_for: int | None = None) -> None:
+        self.fd = os.open(path, flags | _CLOEXEC, mode)
+        self.opener, self.keep_for = os.getpid(), keep_for
+        _open_files[self.fd] = self  # Before it is locked: a child forked from now on drops it.
+
+    @classmethod
+    def existing(cls, path: str, flags: int = os.O_RDONLY) -> LockFile | None:
+        """The file at ``path`` opened, never creating it (None: there is no such file)."""
+        try:
+            return cls(path, flags)
+        except FileNotFoundError:
+            return None
+
+    def lock(self, blocking: bool = False) -> bool:
+        """Take the lock; False at once if someone holds it and not ``blocking``."""
+        return try_lock(self.fd, blocking)
+
+    @property
+    def is_open(self) -> bool:
+        return self.fd >= 0
+
+    def close(self) -> None:
+        """Unlock (if this process opened it), forget, then close the descriptor; idempotent.
+
+        The descriptor is forgotten only after it is unlocked (a child forked between the two
+        drops a copy that holds nothing), and before it is closed: a child forked after the
+        close must not close, as ours, a file of another thread that took the freed number.
+        """
+        fd, self.fd = self.fd, -1
+        if fd < 0:
+            return
+        try:
+            if self.opener == os.getpid():
+                unlock(fd)
+        finally:
+            _open_files.pop(fd, None)
+            os.close(fd)
+
+
 def is_locked(path: str) -> bool:
     """Whether some process holds ``path`` locked now (True too if it cannot be opened)."""
     return _held(path, missing=True)
@@ -47,43 +104,15 @@ def is_locked(path: str) -> bool:
 def _held(path: str, missing: bool) -> bool:
     """Whether some descriptor holds ``path`` locked now; ``missing`` if there is no such file."""
     try:
-        fd = _open_existing(path)
+        file = LockFile.existing(path)
     except OSError:
         return True
-    if fd is None:
+    if file is None:
         return missing
     try:
-        if not try_lock(fd):
-            return True
-        unlock(fd)  # Before closing: see ``_let_go``.
-        return False
+        return not file.lock()
     finally:
-        os.close(fd)
-
-
-def _let_go(fd: int) -> None:
-    """Unlock, then close, a descriptor this process locked.
-
-    Closing alone releases a flock only when no other process holds a copy of the descriptor:
-    a child forked by another thread meanwhile would keep the lock for as long as it lives
-    (and a node's processes waiting on it, for ever). Unlocking releases it for every copy.
-    """
-    try:
-        unlock(fd)
-    finally:
-        os.close(fd)
-
-
-def _open_existing(path: str) -> int | None:
-    """A read-only descriptor of the file at ``path``, never creating it (None: no file)."""
-    try:
-        return os.open(path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
-    except FileNotFoundError:
-        return None
-
-
-def _open_lock_file(path: str) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, 'O_CLOEXEC', 0), 0o600)
+        file.close()  # Unlocks the probe's lock first: see ``LockFile``.
 
 
 def same_file(a: os.stat_result, b: os.stat_result) -> bool:
@@ -109,7 +138,7 @@ class FileLock:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fds: dict[int, int] = {}
+        self._fds: dict[int, LockFile] = {}
 
     def acquire(self, blocking: bool = True) -> bool:
         """Take the lock; without ``blocking``, return False at once if someone holds it.
@@ -119,15 +148,16 @@ class FileLock:
         gets its lock holds a lock nobody else can see (a new file takes the name): so the
         lock counts only if the locked file is still the one at ``path``; else try again.
         """
+        thread = threading.get_ident()
         while True:
-            fd = _open_lock_file(self.path)
-            if not try_lock(fd, blocking):
-                os.close(fd)
+            file = LockFile(self.path, keep_for=thread)
+            if not file.lock(blocking):
+                file.close()
                 return False
-            if _is_file_at(fd, self.path):
+            if _is_file_at(file.fd, self.path):
                 break
-            _let_go(fd)
-        self._fds[threading.get_ident()] = fd
+            file.close()
+        self._fds[thread] = file
         _holding.add(self)
         return True
 
@@ -141,14 +171,16 @@ class FileLock:
 
     def wait_free(self) -> None:
         """Wait until nobody holds this lock, without taking it or creating its file."""
-        fd = _open_existing(self.path)
-        if fd is None:
+        file = LockFile.existing(self.path)
+        if file is None:
             return
-        try_lock(fd, blocking=True)
-        _let_go(fd)
+        try:
+            file.lock(blocking=True)
+        finally:
+            file.close()
 
     def release(self) -> None:
-        _let_go(self._fds.pop(threading.get_ident()))
+        self._fds.pop(threading.get_ident()).close()
 
     def __enter__(self) -> FileLock:
         self.acquire()
@@ -161,6 +193,9 @@ class FileLock:
         return {'path': self.path, '_fds': {}}
 
 
+_holding: weakref.WeakSet = weakref.WeakSet()  # FileLocks that hold a descriptor now.
+
+
 class Lease:
     """A role one process of the node holds at a time (e.g. running the node's downloads).
 
@@ -170,64 +205,51 @@ class Lease:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = -1
-        self._pid = os.getpid()
+        self._file: LockFile | None = None
 
     @property
     def held(self) -> bool:
-        return self._fd >= 0 and self._pid == os.getpid()
+        file = self._file
+        return file is not None and file.is_open and file.opener == os.getpid()
 
     def try_take(self) -> bool:
         """Take the lease if nobody holds it; True if this process holds it now."""
         if self.held:
             return True
-        fd = _open_lock_file(self.path)
-        if not try_lock(fd):
-            os.close(fd)
+        file = LockFile(self.path)
+        if not file.lock():
+            file.close()
             return False
-        self._fd, self._pid = fd, os.getpid()
-        _leases.add(self)
+        self._file = file
         return True
 
     def give_up(self) -> None:
-        # The descriptor is forgotten before it is closed. Between the two, another thread may
-        # open a file that takes the freed number (torch makes a worker's pipes just before it
-        # forks it), and a child forked then closes whatever ``_fd`` names (``_close_inherited``):
-        # a DataLoader worker whose own pipe was closed that way exits at once with code 1,
-        # printing nothing ("exited unexpectedly"; tests/coord/test_coord.py).
-        held, fd = self.held, self._fd
-        self._fd = -1
-        if held:
-            unlock(fd)
-            os.close(fd)
+        # Forgotten here before it is closed: ``LockFile.close`` says why (torch makes a
+        # worker's pipes just before it forks it, and a worker whose own pipe a fork hook closed
+        # exits at once with code 1, printing nothing; tests/coord/test_coord.py).
+        file, self._file = self._file, None
+        if file is not None:
+            file.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {'path': self.path, '_fd': -1, '_pid': -1}
-
-
-_leases: weakref.WeakSet = weakref.WeakSet()
+        return {'path': self.path, '_file': None}
 
 
 def _close_inherited() -> None:
-    """In a forked child: drop the descriptors of the parent's locks and leases."""
-    me = threading.get_ident()  # The forking thread goes on in the child, with what it holds.
-    for lock in list(_holding):
-        for thread, fd in list(lock._fds.items()):
-            if thread != me:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-                del lock._fds[thread]
-    for lease in list(_leases):
-        if lease._fd >= 0:
+    """In a forked child: close the copies of the parent's lock files, without unlocking."""
+    me = threading.get_ident()  # The forking thread goes on in the child, with what it took.
+    for fd, file in list(_open_files.items()):
+        if file.keep_for != me:
+            del _open_files[fd]
+            file.fd = -1
             try:
-                os.close(lease._fd)
+                os.close(fd)
             except OSError:
                 pass
-        lease._fd = -1
-    _holding.clear()
-    _leases.clear()
+    for lock in list(_holding):
+        for thread, file in list(lock._fds.items()):
+            if not file.is_open:
+                del lock._fds[thread]
 
 
 if hasattr(os, 'register_at_fork'):

@@ -99,7 +99,9 @@ class _State:
         return cls(path, int(length), kind, progress) if os.path.exists(path) else None
 
 
-_RUNNING: set[threading.Thread] = set()  # Computations of this process still going on.
+# Computation threads of this process not yet seen ended: a thread never removes itself (it would
+# still be running when it did), ``wait_for_background`` and the next start drop the ended ones.
+_RUNNING: set[threading.Thread] = set()
 _PARTIAL: set[str] = set()  # Their partial files, removed if the process exits first.
 
 
@@ -110,9 +112,16 @@ def _remove_partial_files() -> None:
 
 
 def wait_for_background(timeout: float | None = None) -> None:
-    """Wait until this process's epoch-order computations have finished (and are cached)."""
+    """Wait until this process's epoch-order computations have ended (their ids are cached).
+
+    Returns once every computation thread started so far has ended (joined, so none is still
+    finishing), or after ``timeout`` seconds in all.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
     for thread in list(_RUNNING):
-        thread.join(timeout)
+        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if not thread.is_alive():
+            _RUNNING.discard(thread)
 
 
 class EpochIds:
@@ -296,6 +305,7 @@ def _start(shared: SharedDir, cache_dir: str | None, name: str, key: bytes,
     started = threading.Event()
     job = _Computation(shared, name, key, ids, steps, fd, temp, directory, state, started)
     thread = threading.Thread(target=job.run, name='streaming-epoch-order', daemon=True)
+    _RUNNING.difference_update([ended for ended in list(_RUNNING) if not ended.is_alive()])
     _RUNNING.add(thread)
     thread.start()
     started.wait()  # It holds the compute lock before anyone can see the marker.
@@ -331,7 +341,6 @@ class _Computation:
             _PARTIAL.discard(self.temp)
             if held:
                 lock.release()
-            _RUNNING.discard(threading.current_thread())
 
     def _compute(self, lock: FileLock) -> None:
         progress = np.memmap(self.state.progress, np.int64, 'r+', shape=(3,))

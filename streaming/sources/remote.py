@@ -82,12 +82,12 @@ def read_range(url: str, start: int, end: int, *, expect: ObjectInfo | None = No
 
     def attempt() -> bytes:
         def run(task) -> bytes:  # noqa: ANN001
-            response = backend.read(url, start, end, timeout=timeout)
-            _check_version(url, response.info, expect)
             parts = []
-            for chunk in response.chunks:
-                task.progress()
-                parts.append(chunk)
+            with backend.read(url, start, end, timeout=timeout) as response:
+                _check_version(url, response.info, expect)
+                for chunk in response.chunks:
+                    task.progress()
+                    parts.append(chunk)
             data = b''.join(parts)
             if len(data) != end - start:
                 raise ConnectionError(f'{redact(url)}: asked for {end - start} bytes at '
@@ -106,10 +106,10 @@ def read_chunks(url: str, *, expect: ObjectInfo | None = None, timeout: float = 
     (one pass is not retried: the caller indexes the file again on its next start).
     """
     backend = backend or get_backend(url)
-    response = backend.read(url, 0, None, timeout=timeout)
-    _check_version(url, response.info, expect)
     try:
-        yield from response.chunks
+        with backend.read(url, 0, None, timeout=timeout) as response:
+            _check_version(url, response.info, expect)
+            yield from response.chunks
     except ChangedWhileReadError as error:
         raise StaleSourceError(f'{redact(url)}: {error}; its content read may mix two '
                                f'versions, so it is not used.') from None
@@ -135,17 +135,18 @@ def fetch_ranges(url: str, path: str, ranges: Sequence[Sequence[int]], *,
             offset = 0
             for start, length in ranges:
                 def run(task, start=start, length=length, base=offset) -> None:  # noqa: ANN001
-                    response = backend.read(url, start, start + length, timeout=timeout)
-                    _check_version(url, response.info, expect)
-                    at = base
-                    for chunk in response.chunks:
-                        task.progress()
-                        view = memoryview(chunk)
-                        if at + len(view) > base + length:
-                            raise ConnectionError(f'{redact(url)}: more bytes than asked for')
-                        while view:
-                            written = os.pwrite(fd, view, at)
-                            view, at = view[written:], at + written
+                    with backend.read(url, start, start + length, timeout=timeout) as response:
+                        _check_version(url, response.info, expect)
+                        at = base
+                        for chunk in response.chunks:
+                            task.progress()
+                            view = memoryview(chunk)
+                            if at + len(view) > base + length:
+                                raise ConnectionError(f'{redact(url)}: more bytes than asked '
+                                                      f'for')
+                            while view:
+                                written = os.pwrite(fd, view, at)
+                                view, at = view[written:], at + written
                     if at != base + length:
                         raise ConnectionError(f'{redact(url)}: truncated body ({at - base} of '
                                               f'{length} bytes at {start})')

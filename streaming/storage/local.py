@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Iterator
+from typing import Any, Generator
 from urllib.parse import unquote, urlparse
 
 from streaming.fileio import atomic_open, file_etag
@@ -31,7 +31,7 @@ def _copy_atomic(src: str, dst: str) -> None:
 
 
 def _unchanged_chunks(url: str, handle: Any, opened: os.stat_result, start: int,
-                      end: int | None) -> Iterator[bytes]:
+                      end: int | None) -> Generator[bytes, None, None]:
     """The chunks of ``handle``; the file must still be as ``opened`` once they are read."""
     fileno = os.dup(handle.fileno())  # Stays open after handle_chunks closes the handle.
     try:
@@ -42,6 +42,30 @@ def _unchanged_chunks(url: str, handle: Any, opened: os.stat_result, start: int,
     if (now.st_size, now.st_mtime_ns) != (opened.st_size, opened.st_mtime_ns):
         raise ChangedWhileReadError(f'{url} changed while it was read (it was '
                                     f'{file_etag(opened)} when opened, {file_etag(now)} after).')
+
+
+class _FileChunks:
+    """The chunks of an open file, owning it from the start.
+
+    ``close`` closes the file whether or not reading began: a generator not yet started cannot,
+    so a caller that checks the version and gives up before reading would leave the file to the
+    garbage collector (a ``ResourceWarning``).
+    """
+
+    def __init__(self, url: str, handle: Any, opened: os.stat_result, start: int,
+                 end: int | None) -> None:
+        self._handle = handle
+        self._chunks = _unchanged_chunks(url, handle, opened, start, end)
+
+    def __iter__(self) -> _FileChunks:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        self._chunks.close()
+        self._handle.close()
 
 
 class LocalBackend(Backend):
@@ -63,7 +87,8 @@ class LocalBackend(Backend):
              etag: str | None = None) -> Response:
         """Bytes ``[start, end)`` of the file, with the size and version tag of the file opened.
 
-        A change of either before the last chunk is read is a ``ChangedWhileReadError``.
+        A change of either before the last chunk is read is a ``ChangedWhileReadError``. The
+        file is open until the last chunk is read or the response is closed.
         """
         path = local_path(url)
         if not os.path.isfile(path):
@@ -75,7 +100,7 @@ class LocalBackend(Backend):
             handle.close()
             raise FileNotFoundError(f'{url} changed during the download.')
         handle.seek(start)
-        return Response(info, _unchanged_chunks(url, handle, opened, start, end))
+        return Response(info, _FileChunks(url, handle, opened, start, end))
 
     def list_info(self, url: str) -> list[tuple[str, ObjectInfo]]:
         """Every file under ``url`` with its size and version tag (mtime and size)."""

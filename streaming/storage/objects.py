@@ -28,6 +28,18 @@ class Response:
     info: ObjectInfo
     chunks: Iterator[bytes]
 
+    def close(self) -> None:
+        """Release the body (an open file, a connection) whether or not it was read."""
+        close = getattr(self.chunks, 'close', None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Response:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 class ObjectStore(Protocol):
     """The operations the transfer layer uses (``streaming.storage.Backend`` implements them)."""

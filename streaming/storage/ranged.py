@@ -11,7 +11,7 @@ import errno
 import json
 import os
 import shutil
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from streaming.fileio import atomic_write, create_temp, preallocate, remove_quietly
 from streaming.storage.errors import DiskFullError
@@ -21,6 +21,9 @@ from streaming.storage.retry import is_fatal
 from streaming.storage.secrets import redact
 from streaming.storage.verify import Check, WrongBytes, publish_verified
 from streaming.storage.watchdog import Task, first_error, run_tasks
+
+if TYPE_CHECKING:
+    from streaming.coord.lock import LockFile
 
 __all__ = ['PartialDownload', 'download_in_parts', 'read_range_into']
 
@@ -58,9 +61,7 @@ def read_range_into(backend: ObjectStore, url: str, fd: int, start: int, end: in
                                      f'for')
         finally:
             METER.closed()
-            close = getattr(response.chunks, 'close', None)
-            if close is not None:
-                close()
+            response.close()
         info = response.info
         expected = end if end is not None else info.size
         if expected is not None and offset != expected:
@@ -73,37 +74,51 @@ def read_range_into(backend: ObjectStore, url: str, fd: int, start: int, end: in
 class PartialDownload:
     """A large download in progress: ``path.partial`` plus a journal of its finished parts.
 
-    The partial file is locked (``flock``) while in use; a second process downloading the same
-    file meanwhile gets a private temporary file instead and cannot resume.
+    The partial file is locked (``flock``, a ``coord.lock.LockFile``) while in use; a second
+    process downloading the same file meanwhile gets a private temporary file instead and cannot
+    resume.
     """
 
     def __init__(self, path: str, url: str, info: ObjectInfo, part_size: int,
                  resume: bool) -> None:
         self.url, self.info, self.part_size = url, info, part_size
         self.data = f'{path}.partial'
-        self.fd = os.open(self.data, os.O_RDWR | os.O_CREAT | getattr(os, 'O_NOFOLLOW', 0) |
-                          getattr(os, 'O_CLOEXEC', 0), 0o644)
-        try:
-            from streaming.coord.lock import try_lock
-        except ImportError:  # No flock on this platform: never share a partial file.
+        self.fd, self._lock = self._open_locked(path)
+        if self._lock is None:  # Another process is resuming it, or no flock here.
             resume = False
-        else:
-            if not try_lock(self.fd):
-                # Another process is resuming this file: do our own, unresumable download.
-                os.close(self.fd)
-                self.fd, self.data = create_temp(path)
-                resume = False
         self.resumable = resume
         self.journal = f'{self.data}.json'
         self.done: set[int] = set()
-        if resume and info.etag and os.fstat(self.fd).st_size == info.size:
-            self._load()
-        if not self.done and os.fstat(self.fd).st_size:
-            # Drop stale bytes of an unusable partial file. Skipped when the file is empty: on
-            # ext4, closing a file truncated to zero flushes all its dirty pages at once.
-            os.ftruncate(self.fd, 0)
-        os.ftruncate(self.fd, info.size or 0)
-        preallocate(self.fd, info.size)  # The holes the parts will fill.
+        try:
+            if resume and info.etag and os.fstat(self.fd).st_size == info.size:
+                self._load()
+            if not self.done and os.fstat(self.fd).st_size:
+                # Drop stale bytes of an unusable partial file. Skipped when the file is empty:
+                # on ext4, closing a file truncated to zero flushes all its dirty pages at once.
+                os.ftruncate(self.fd, 0)
+            os.ftruncate(self.fd, info.size or 0)
+            preallocate(self.fd, info.size)  # The holes the parts will fill.
+        except BaseException:  # A full disk: not left open (and locked) until the process ends.
+            self.close(keep=self.resumable)
+            raise
+
+    def _open_locked(self, path: str) -> tuple[int, LockFile | None]:
+        """The partial file's descriptor and its lock.
+
+        Without the lock (another process is resuming the file, or no flock on this platform),
+        the descriptor of a private temporary file for an unresumable download, and None.
+        """
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, 'O_NOFOLLOW', 0)
+        try:
+            from streaming.coord.lock import LockFile
+        except ImportError:  # No flock on this platform: never share a partial file.
+            return os.open(self.data, flags | getattr(os, 'O_CLOEXEC', 0), 0o644), None
+        lock = LockFile(self.data, flags, 0o644)
+        if lock.lock():
+            return lock.fd, lock
+        lock.close()
+        fd, self.data = create_temp(path)
+        return fd, None
 
     def _key(self) -> dict[str, object]:
         return {'url': redact(self.url), 'size': self.info.size, 'etag': self.info.etag,
@@ -131,9 +146,11 @@ class PartialDownload:
 
     def close(self, keep: bool) -> None:
         """Close the file; unless ``keep``, remove it and its journal."""
-        if self.fd >= 0:
+        if self._lock is not None:
+            self._lock.close()  # Unlocked first: a DataLoader worker forked meanwhile has a copy.
+        elif self.fd >= 0:
             os.close(self.fd)
-            self.fd = -1
+        self.fd, self._lock = -1, None
         if not keep:
             remove_quietly(self.data)
             remove_quietly(self.journal)

@@ -303,7 +303,7 @@ def test_a_child_forked_while_a_lease_is_given_up_keeps_its_own_descriptors(tmp_
     from streaming.coord import lock as lock_module
     lease = Lease(str(tmp_path / 'downloader.lease'))
     assert lease.try_take()
-    number, parent, exit_codes = lease._fd, os.getpid(), []
+    number, parent, exit_codes = lease._file.fd, os.getpid(), []
 
     def check_pipe(inode: int) -> None:
         sys.exit(0 if os.fstat(number).st_ino == inode else 3)

@@ -203,3 +203,29 @@ def test_asking_about_a_finished_computation_leaves_no_compute_lock(tmp_path,
     assert [name for name in os.listdir(shm) if name.startswith('compute-')] == []
     ids.wait(len(ids))
     assert np.array_equal(ids.ids, epoch_sample_ids(**INPUTS)) and thread_errors == []
+
+
+def _computations_alive() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate()
+            if thread.name == 'streaming-epoch-order' and thread.is_alive()]
+
+
+def test_waiting_for_the_background_returns_after_the_timeout_or_once_the_thread_ended(
+        tmp_path, thread_errors) -> None:
+    """``wait_for_background`` gives up after its timeout while a computation goes on, and
+    otherwise returns only once the computation's thread has ended (joined), not as it ends."""
+    shm = str(tmp_path / 'shm')
+    os.makedirs(shm)
+    gate, held = threading.Event(), threading.Event()
+    before = set(_computations_alive())  # Other tests' (in this process), if any.
+    ids = shared_epoch_ids(SharedDir(shm), None, INPUTS, _held_steps(gate, held=held))
+    assert held.wait(60)
+    computing = [thread for thread in _computations_alive() if thread not in before]
+    assert len(computing) == 1
+    wait_for_background(0.01)  # Held at the gate: the wait gives up.
+    assert all(thread.is_alive() for thread in computing)
+    gate.set()
+    wait_for_background(60)
+    assert _computations_alive() == [] and thread_errors == []
+    ids.wait(len(ids))
+    assert np.array_equal(ids.ids, epoch_sample_ids(**INPUTS))

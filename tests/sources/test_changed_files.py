@@ -153,6 +153,41 @@ def test_a_local_file_changed_while_read_is_refused(tmp_path) -> None:
     assert sum(len(c) for c in read_chunks(path)) == os.path.getsize(path)  # Unchanged: fine.
 
 
+def _descriptors_of(path: str) -> list[str]:
+    """This process's open descriptors on ``path`` (from ``/proc/self/fd``)."""
+    found = []
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            if os.readlink(f'/proc/self/fd/{fd}') == path:
+                found.append(fd)
+        except OSError:  # The descriptor listdir itself used, closed meanwhile.
+            pass
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self/fd'), reason='needs /proc/self/fd')
+def test_a_local_file_refused_or_left_unread_is_closed_at_once(tmp_path) -> None:
+    """A response's file is closed when the response is closed, read or not, and a version check
+    that refuses a file before reading it closes it (not left to the garbage collector)."""
+    from streaming.sources.remote import read_range
+    from streaming.storage.objects import ObjectInfo
+    path = str(tmp_path / 'small.bin')
+    with open(path, 'wb') as f:
+        f.write(bytes(range(100)))
+    response = LocalBackend().read(path, 10, 20, timeout=10)
+    assert len(_descriptors_of(path)) == 1
+    response.close()
+    assert _descriptors_of(path) == []
+    refused = r'small\.bin changed since it was indexed'
+    with pytest.raises(StaleSourceError, match=refused) as caught:
+        read_range(path, 0, 10, expect=ObjectInfo(99, None), retries=0)
+    assert caught.value.__traceback__ is not None  # Its frames (and their locals) still live.
+    assert _descriptors_of(path) == [], 'the refused file is still open'
+    with LocalBackend().read(path, timeout=10) as response:
+        assert b''.join(response.chunks) == bytes(range(100))
+    assert _descriptors_of(path) == []
+
+
 def test_a_parquet_unit_changed_while_decoded_in_place_is_dropped(tmp_path) -> None:
     from streaming.dataset.source_stream import SourceStream
     root = str(tmp_path / 'data')
