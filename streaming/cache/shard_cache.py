@@ -15,9 +15,10 @@ whether a shard fetched ahead fits (``room_for_ahead``), and marks shards as nee
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -91,6 +92,7 @@ class ShardCache:
         METER.take()  # What this process received before (the index) is not shard egress.
         self._built: list[Reader | None] = [None] * len(shards)  # Readers in use, by shard.
         self._refetched: set[int] = set()  # Shards found bad once and downloaded again.
+        self._held: list[int] | None = None  # Maps to close on leaving ``maps_held``.
         self.decoded = DecodedUnits(shared)  # Units of data files decoded once for the node.
 
     @property
@@ -230,7 +232,7 @@ class ShardCache:
         if self._any_evictable:
             generation = int(self.generation[shard_id])
             if generation != self._seen_generation[shard_id]:
-                self.shards[shard_id].close()  # Evicted since we mapped it: let the space go.
+                self._close_map(shard_id)  # Evicted since we mapped it: let the space go.
                 self._seen_generation[shard_id] = generation
                 self._known_local[shard_id] = False
             if self.limit is not None:
@@ -244,6 +246,31 @@ class ShardCache:
             elif self.limit is not None and self.evictable[shard_id]:
                 _map_now(reader)
         return self._built[shard_id]  # type: ignore[return-value]
+
+    @contextlib.contextmanager
+    def maps_held(self) -> Iterator[None]:
+        """Within: this process closes no shard map (those it would close, it closes on leaving).
+
+        Values gathered as spans of the maps (``handoff.Scattered``) stay valid until the end of
+        the block, however many shards are readied meanwhile; a map stays readable after its
+        files are evicted, and a shard fetched again is the same bytes.
+        """
+        if self._held is not None:  # Nested: the outer block closes them.
+            yield
+            return
+        self._held = []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            for shard_id in held:
+                self.shards[shard_id].close()
+
+    def _close_map(self, shard_id: int) -> None:
+        if self._held is not None:
+            self._held.append(shard_id)
+        else:
+            self.shards[shard_id].close()
 
     def forget(self, shard_id: int) -> None:
         """A read found the shard's files gone: prepare it again at the next ``ready``."""
@@ -280,7 +307,7 @@ class ShardCache:
         if not self.evictable[shard_id] or shard_id in self._refetched:
             raise error
         self._refetched.add(shard_id)
-        self.shards[shard_id].close()
+        self._close_map(shard_id)
         with self._lock:
             if self.states[shard_id] == LOCAL:
                 self._evict_locked(shard_id)

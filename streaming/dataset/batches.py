@@ -18,6 +18,7 @@ only if it is exactly the class and state expected; ``STREAMING_BATCH_FETCH=0`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -429,23 +430,28 @@ class _BatchFetch:
         from torch.utils.data import get_worker_info
         fetcher = self.fetcher
         batches: list[Any] = []
-        try:
-            while len(batches) < size:
-                if batches and isinstance(batches[-1], _Gathered):
-                    # Its spans point into shard maps that the next batch's shards may close.
-                    batches[-1] = batches[-1]._replace(runs=handoff.detached(batches[-1].runs))
-                batches.append(self._batch(wanted))
-        except StopIteration:
-            if not batches:
-                raise
-        self.rounds += 1
-        last = fetcher.ended or self.stream.fewer_left_than(wanted if fetcher.drop_last else 1)
-        if any(isinstance(batch, _Gathered) for batch in batches):
-            payload = handoff.pack_group([
-                batch.runs if isinstance(batch, _Gathered) else handoff.Collated(batch.batch)
-                for batch in batches], last)
-        else:
-            payload = [batch.batch for batch in batches]
+        maps_held = getattr(self.stream.cache, 'maps_held', None)
+        # The batches' spans point into shard maps, which readying the next batches' shards
+        # may close (an eviction): held open until the group is packed, or else copied out.
+        with maps_held() if maps_held is not None else contextlib.nullcontext():
+            try:
+                while len(batches) < size:
+                    if maps_held is None and batches and isinstance(batches[-1], _Gathered):
+                        batches[-1] = batches[-1]._replace(
+                            runs=handoff.detached(batches[-1].runs))
+                    batches.append(self._batch(wanted))
+            except StopIteration:
+                if not batches:
+                    raise
+            self.rounds += 1
+            last = fetcher.ended or self.stream.fewer_left_than(
+                wanted if fetcher.drop_last else 1)
+            if any(isinstance(batch, _Gathered) for batch in batches):
+                payload = handoff.pack_group([
+                    batch.runs if isinstance(batch, _Gathered) else handoff.Collated(batch.batch)
+                    for batch in batches], last)
+            else:
+                payload = [batch.batch for batch in batches]
         info = get_worker_info()
         assert self.grouped is not None
         return self.grouped(0 if info is None else info.id, self.rounds - 1,

@@ -120,6 +120,8 @@ class Scattered:
         sources = self._sources
         found = [sources[p][a:b] for p, a, b in zip(part_of.tolist(), starts.tolist(),
                                                     stops.tolist())]
+        if any(isinstance(source, bytearray) for source in sources):  # A detached copy's.
+            found = [bytes(value) for value in found]
         if positions is None:
             return found
         values: list[Any] = [None] * self.count
@@ -142,8 +144,10 @@ class Scattered:
             self.copy_into(view, offsets)
         finally:
             view.release()
-        return Scattered.in_order([bytes(buffer)], np.zeros(self.count, np.int64),
-                                  offsets[:-1], offsets[1:])
+        # The bytearray itself, not a ``bytes`` copy of it: it is copied once more, into the
+        # ring (``values`` turns its slices into ``bytes``).
+        return Scattered.in_order([buffer], np.zeros(self.count, np.int64), offsets[:-1],
+                                  offsets[1:])
 
     def copy_into(self, view: memoryview, offsets: np.ndarray) -> None:
         """Copy value ``i`` to ``view[offsets[i]:offsets[i + 1]]``."""

@@ -65,6 +65,14 @@ class Backend:
         """Fetch ``url`` to ``local_path`` atomically, with the default retries and timeout."""
         download_streamed(self, url, local_path, timeout=60.0 if timeout is None else timeout)
 
+    def stalls_time_out(self, url: str) -> bool:
+        """Whether a request for ``url`` would now end by itself after ``timeout`` s without data.
+
+        True where every operation of its socket carries the timeout: the request then runs in
+        the caller's thread, with no watchdog thread (``watchdog.run_watched(inline=True)``).
+        """
+        return False
+
     @property
     def can_read(self) -> bool:
         """Whether this backend implements ``read``."""

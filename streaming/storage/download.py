@@ -139,7 +139,8 @@ def download_in_one_get(backend: ObjectStore, url: str, path: str, size: int | N
     fd, temp = create_temp(path)
     try:
         preallocate(fd, size)
-        run_watched(read_range_into(backend, url, fd, 0, None, timeout, None), 'get', timeout)
+        run_watched(read_range_into(backend, url, fd, 0, None, timeout, None), 'get', timeout,
+                    inline=_inline(backend, url))
         os.close(fd)
         fd = -1
         publish_verified(temp, path, size, check)
@@ -149,6 +150,12 @@ def download_in_one_get(backend: ObjectStore, url: str, path: str, size: int | N
             os.close(fd)
         if temp:
             remove_quietly(temp)
+
+
+def _inline(backend: ObjectStore, url: str) -> bool:
+    """Whether a request for ``url`` can run in the calling thread (``Backend.stalls_time_out``)."""
+    stalls_time_out = getattr(backend, 'stalls_time_out', None)
+    return stalls_time_out is not None and stalls_time_out(url)
 
 
 def download_with_backend(backend: ObjectStore, url: str, path: str, size: int | None,

@@ -120,6 +120,12 @@ class S3Backend(Backend):
         else:  # Building the client imports botocore's request machinery.
             self._client(timeout)
 
+    def stalls_time_out(self, url: str) -> bool:
+        # The boto3-free reads put the timeout on every socket operation; on a kept connection
+        # there is no name lookup (not bounded by it) and no handshake.
+        light = self._light_client()
+        return light is not None and light.connected(*self.bucket_key(url))
+
     def _light_client(self) -> s3_light.LightS3 | None:
         """The boto3-free client for reads, or None (boto3 decides).
 

@@ -203,6 +203,10 @@ class _Pool:
         self._idle: dict[tuple[bool, str, int], list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()
 
+    def has_idle(self, where: tuple[bool, str, int]) -> bool:
+        """Whether a kept connection to ``where`` is idle now (another thread may take it)."""
+        return self._pid == os.getpid() and bool(self._idle.get(where))
+
     def take(self, where: tuple[bool, str, int]) -> http.client.HTTPConnection | None:
         if self._pid != os.getpid():
             self._idle, self._lock, self._pid = {}, threading.Lock(), os.getpid()
@@ -256,14 +260,27 @@ class LightS3:
                                                context=self._ssl_context())
         return http.client.HTTPConnection(host, s.port, timeout=timeout)
 
+    def _where(self, host: str) -> tuple[bool, str, int]:
+        """The pool's key of the server behind a Host header (a virtual bucket is its own)."""
+        s = self.settings
+        server = host.rpartition(':')[0] if host.endswith(f':{s.port}') else host
+        return s.https, server, s.port
+
+    def connected(self, bucket: str, key: str) -> bool:
+        """Whether a kept connection to the server of ``bucket/key`` is idle now.
+
+        A request on it needs no name lookup (which no socket timeout bounds) nor handshake.
+        """
+        return self._pool.has_idle(self._where(self.settings.address(bucket, key)[0]))
+
     def request(self, method: str, bucket: str, key: str, headers: dict[str, str],
                 timeout: float) -> tuple[int, dict[str, str], http.client.HTTPResponse,
                                          Callable[[bool], None]]:
         """Send one request; (status, lower-cased headers, response, ``release(reusable)``)."""
         s = self.settings
         host, path = s.address(bucket, key)
-        server = host.rpartition(':')[0] if host.endswith(f':{s.port}') else host
-        where = (s.https, server, s.port)  # A virtual-hosted bucket is its own server.
+        where = self._where(host)
+        server = where[1]
         amz_date = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
         sent = sign(s, method, host, path, {k.lower(): v for k, v in headers.items()},
                     amz_date)

@@ -147,6 +147,13 @@ def stalled(timeout: float) -> str:
     return f'no data received for {timeout:g}s (download_timeout)'
 
 
+def _as_stall(error: BaseException, timeout: float) -> BaseException:
+    """``error``, or, for an SDK's socket timeout, a TimeoutError that says what it means."""
+    if 'Timeout' in type(error).__name__ and not isinstance(error, TimeoutError):
+        return TimeoutError(f'{stalled(timeout)} ({type(error).__name__})')
+    return error
+
+
 def run_tasks(tasks: list[Task], timeout: float, concurrency: int,
               on_done: Callable[[Task], None] | None = None) -> list[Task]:
     """Run ``tasks`` on pooled threads, ``concurrency`` at a time; returns the failed ones.
@@ -164,10 +171,7 @@ def run_tasks(tasks: list[Task], timeout: float, concurrency: int,
         try:
             result = task.run(task)
         except BaseException as error:  # noqa: BLE001 - reported to the coordinator.
-            failure = error
-            if 'Timeout' in type(error).__name__ and not isinstance(error, TimeoutError):
-                # An SDK's socket timeout: say what it means, whatever the SDK calls it.
-                failure = TimeoutError(f'{stalled(timeout)} ({type(error).__name__})')
+            failure = _as_stall(error, timeout)
 
         def report() -> None:
             with wake:
@@ -220,9 +224,26 @@ def first_error(failed: list[Task]) -> BaseException:
     return failed[0].error  # type: ignore[return-value]
 
 
-def run_watched(run: Callable[[Task], T], label: str, timeout: float) -> T:
-    """``run(task)`` in a watched thread; its result, or its error (TimeoutError if stalled)."""
+def run_watched(run: Callable[[Task], T], label: str, timeout: float,
+                inline: bool = False) -> T:
+    """``run(task)`` in a watched thread; its result, or its error (TimeoutError if stalled).
+
+    ``inline``: the request enforces ``timeout`` itself, on every operation of its socket (a
+    backend's ``stalls_time_out``), so it runs in the calling thread with no watchdog: two
+    thread hand-offs saved a request (docs/benchmarks.md, "tokens"). Its errors are the same
+    (a socket timeout is the TimeoutError a stall raises); the stall clock is per socket read
+    instead of per chunk.
+    """
     task = Task(run, label)
+    if inline:
+        task.progress()
+        try:
+            return run(task)
+        except BaseException as error:
+            failure = _as_stall(error, timeout)
+            if failure is error:
+                raise
+            raise failure from error
     try:
         failed = run_tasks([task], timeout, 1)
     finally:

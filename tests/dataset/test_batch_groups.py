@@ -271,6 +271,40 @@ def test_a_batch_copied_out_of_closed_maps(tmp_path) -> None:
            default_collate(samples))
 
 
+def test_maps_of_shards_evicted_while_a_group_is_gathered_stay_open_until_it_is_packed(
+        tmp_path) -> None:
+    """A worker gathers a group's batches as spans of the shards' maps inside
+    ``ShardCache.maps_held``: a shard evicted meanwhile (by another process of the node) and
+    readied again by the next batch keeps the map the kept spans read, so the group packs the
+    same values without copying them first; the maps are closed once the block ends."""
+    path = write_ids(str(tmp_path / 'ds'), 200, payload=3_000, size_limit=1 << 14)
+    dataset = StreamingDataset(remote=path, local=str(tmp_path / 'cache'), batch_size=BATCH,
+                               shuffle=True)
+    cache = dataset.cache
+    ids = np.random.default_rng(9).permutation(dataset.num_samples)
+    stream = SampleStream(ids, dataset.sample_offset_per_shard, cache, dataset.get_item, True,
+                          None)
+    with cache.maps_held():
+        shards, indices = stream.take(4 * BATCH)
+        runs = stream.gather(shards, indices, spans=True)
+        touched = np.unique(shards).tolist()
+        samples = [dataset[int(dataset.sample_offset_per_shard[s]) + i]
+                   for s, i in zip(shards.tolist(), indices.tolist())]
+        for shard_id in touched:
+            cache.evict(shard_id)
+        for shard_id in touched:  # What readying the next batch's shards does.
+            cache.ready(shard_id)
+        assert all(cache.shards[shard_id]._maps is not None for shard_id in touched)
+        packed = handoff.pack_group([runs], False)
+    _equal(pickle.loads(pickle.dumps(packed))[0], default_collate(samples))
+    assert all(cache.shards[shard_id]._maps is None for shard_id in touched)  # Let go at last.
+    for shard_id in touched:  # Outside the block, an eviction closes the map when next readied.
+        cache.ready(shard_id).map_files()
+        cache.evict(shard_id)
+        cache.ready(shard_id)
+        assert cache.shards[shard_id]._maps is None
+
+
 def test_a_group_with_a_collated_batch_through_the_ring(tmp_path) -> None:
     """``pack_group``: gathered batches and an already collated one, in one ring slot, unpickle
     in order as the default collate of their samples."""

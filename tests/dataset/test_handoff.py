@@ -313,3 +313,28 @@ def test_a_batch_from_a_shard_per_sample_packs_in_batch_order(tmp_path) -> None:
         samples = [dataset[int(dataset.sample_offset_per_shard[s]) + i]
                    for s, i in zip(shards.tolist(), indices.tolist())]
         _equal(batch, default_collate(samples))
+
+
+def test_a_detached_batch_outlives_its_shard_maps_and_still_gives_bytes(tmp_path) -> None:
+    """A batch kept for a group is copied out of the shards' maps: after the maps are closed
+    it still gives the same values, as ``bytes`` (as they travel inline, in the pickle), and
+    packs through the ring to the same values."""
+    import mmap
+    path = tmp_path / 'shard'
+    values = [os.urandom(6_000 + 7 * i) for i in range(12)]  # Over RING_MIN_BYTES in all.
+    path.write_bytes(b''.join(values))
+    with open(path, 'rb') as f:
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    stops = np.cumsum([len(v) for v in values])
+    starts = stops - [len(v) for v in values]
+    order = np.random.default_rng(3).permutation(len(values))  # Batch order is not map order.
+    scattered = handoff.Scattered.in_order([data], np.zeros(len(values), np.int64),
+                                           starts[order], stops[order])
+    detached = handoff.detached([{'tokens': scattered}])
+    data.close()  # What readying another shard may do to the map.
+    expected = [values[i] for i in order.tolist()]
+    got = detached[0]['tokens'].values()
+    assert got == expected and all(type(value) is bytes for value in got)
+    packed = handoff.pack(detached, False)
+    assert packed.slot is not None  # Through the ring.
+    assert list(pickle.loads(pickle.dumps(packed))['tokens']) == expected

@@ -305,3 +305,60 @@ def test_a_body_read_with_a_low_water_mark_never_waits_for_bytes_that_do_not_com
             assert not marks or marks[-1] == 1
             if not closes:
                 assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1  # Put back.
+
+
+def test_a_get_on_a_kept_connection_runs_unwatched_and_a_stall_still_times_out(monkeypatch,
+                                                                              tmp_path) -> None:
+    """The boto3-free GET carries the timeout on every socket operation, so on a kept
+    connection (no name lookup, no handshake) the download runs it in the calling thread,
+    without the watchdog's thread. A body that stops half-way still fails as a stall does
+    under the watchdog: a TimeoutError saying no data came for the timeout, within a few
+    timeouts, and nothing left behind."""
+    import re
+    import time
+
+    from streaming.storage import watchdog
+    from streaming.storage.errors import DownloadError
+    body = os.urandom(100_000)
+    release = threading.Event()
+
+    class Handler(_Handler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            if self.path.endswith('/stall'):
+                self.wfile.write(body[:50_000])
+                self.wfile.flush()
+                release.wait(60)
+                self.close_connection = True
+                return
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    submitted = []
+    real_submit = watchdog._submit
+    monkeypatch.setattr(watchdog, '_submit', lambda job: (submitted.append(1), real_submit(job)))
+    _env(monkeypatch, AWS_ACCESS_KEY_ID='id', AWS_SECRET_ACCESS_KEY=SECRET,
+         S3_ENDPOINT_URL=f'http://127.0.0.1:{server.server_port}',
+         AWS_CONFIG_FILE=str(tmp_path / 'no-config'))
+    out = tmp_path / 'out'
+    try:
+        for name in ('first', 'second'):
+            download_file('s3://b/ok', str(out / name), size=len(body), timeout=30.0)
+            assert (out / name).read_bytes() == body
+        # The first GET opened the connection under the watchdog; the second reused it, unwatched.
+        assert len(submitted) == 1
+        started = time.monotonic()
+        with pytest.raises(DownloadError) as caught:
+            download_file('s3://b/stall', str(out / 'stalled'), size=len(body), retries=0,
+                          timeout=1.0)
+        assert len(submitted) == 1  # Unwatched too: the socket's timeout ended it.
+        assert re.search(r's3://b/stall.*no data received for 1s', str(caught.value))
+        assert isinstance(caught.value.__cause__, TimeoutError)
+        assert time.monotonic() - started < 15  # One timeout; the margin is for a loaded machine.
+        assert sorted(os.listdir(out)) == ['first', 'second']
+    finally:
+        release.set()
+        server.shutdown()

@@ -172,3 +172,25 @@ def test_a_killed_download_leaves_nothing_that_reads_as_the_file(tmp_path) -> No
     leftovers = os.listdir(tmp_path)
     assert leftovers and all(name.endswith(TEMP_SUFFIX) and name.startswith('.shard.mds.')
                              for name in leftovers)
+
+
+def test_an_inline_request_runs_in_the_callers_thread_with_the_same_errors() -> None:
+    """``inline``: for requests whose sockets carry the timeout themselves. No pooled thread is
+    used; an SDK's own timeout still becomes the TimeoutError a stall raises; other errors pass
+    through unchanged."""
+
+    class ReadTimeoutError(Exception):  # As an SDK names its socket timeout.
+        pass
+
+    def times_out(task: Task) -> None:
+        raise ReadTimeoutError('Read timed out')
+
+    def denied(task: Task) -> None:
+        raise PermissionError('denied')
+
+    assert run_watched(lambda task: threading.get_ident(), 'get', 60.0,
+                       inline=True) == threading.get_ident()
+    with pytest.raises(TimeoutError, match=r'no data received for 0.5s.*ReadTimeoutError'):
+        run_watched(times_out, 'get', 0.5, inline=True)
+    with pytest.raises(PermissionError, match='denied'):
+        run_watched(denied, 'get', 0.5, inline=True)
