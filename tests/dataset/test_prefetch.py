@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 
 import numpy as np
 import pytest
@@ -160,6 +161,33 @@ def test_the_last_shards_are_split_into_parts():
     assert tail_parts(free=4, unstarted=3, limit=16) == 6
     assert tail_parts(free=4, unstarted=1, limit=16) == MAX_PARTS
     assert tail_parts(free=0, unstarted=1, limit=16) == 1
+
+
+def _admitted(connections: int, others: int, limit: int, shards: int = 6) -> list[int]:
+    """Ranged parts of each shard a fresh walk of ``shards`` 1 MB shards starts now."""
+    from streaming.cache.budget import DownloadBudget
+    starts = np.arange(shards) * 10
+    walk = EpochWalk(np.arange(shards * 10).reshape(1, 1, -1, 1), starts, shards, False)
+    states = np.full(shards, REMOTE)
+    budget = DownloadBudget.for_limit(None, 0, 1 << 20)
+    in_flight: dict[int, tuple[int, int]] = {}
+    parts = []
+    for shard, _, size, count in walk.admit(states, 0, None, in_flight, others, limit, deque(),
+                                            lambda shard: 1 << 20, budget, lambda size: True,
+                                            connections):
+        in_flight[shard] = (count, size)
+        parts.append(count)
+    return parts
+
+
+def test_ranged_parts_count_against_the_limit_of_connections():
+    """A split tail used to count one per shard: with 64 allowed, 43 shards left went out as
+    ~150 ranged GETs at once (cross-region, docs/benchmarks.md), most waiting for moto."""
+    # The tail is split (``tail_parts``) until the count is reached; the rest waits its turn.
+    assert _admitted(connections=0, others=0, limit=16) == [3, 4, 4, 5]
+    assert _admitted(connections=9, others=2, limit=16) == [3, 2]  # 5 connections were left.
+    assert _admitted(connections=14, others=2, limit=16) == []
+    assert _admitted(connections=0, others=0, limit=4, shards=6) == [1, 1, 1, 1]  # Whole.
 
 
 def test_share_of_a_cache_limit_leaves_two_shards_and_never_less_than_half():
