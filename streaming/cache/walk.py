@@ -91,7 +91,8 @@ class EpochWalk:
 
         Stops at ``limit`` connections (``connections`` already used by ``in_flight``, which
         the caller adds each shard to before asking for the next, plus ``others``; a shard's
-        ranged parts count one each, so a split tail never goes past the count), at
+        ranged parts count one each, so a split tail goes past the count by less than
+        ``MAX_PARTS``), at
         ``horizon`` and when ``budget.admits`` says the cache has no room
         (``streaming.cache.budget.DownloadBudget``). ``in_flight``'s values end with the bytes
         each transfer reserved. ``ahead`` holds ``(first use, size)`` of the
@@ -114,8 +115,7 @@ class EpochWalk:
             self.take()
             if unstarted < 0:
                 unstarted = int(np.count_nonzero(states == REMOTE))
-            free = limit - used
-            parts = min(free, tail_parts(free, unstarted, limit)) if split_tail else 1
+            parts = tail_parts(limit - used, unstarted, limit) if split_tail else 1
             used += parts
             unstarted -= 1
             yield shard, first, size, parts
