@@ -36,11 +36,15 @@ class Concurrency:
     The signal is what this process's transfers receive (``streaming.storage.meter``): bytes
     per connection-second of receiving, which the time to first byte does not dilute. Every
     ``window`` seconds in which demand exceeded the count (``held_back``), that rate is compared
-    with the best seen: at least ``hold`` of it, the link had room for the transfers added, so
-    the count doubles; below it, the link (or this process) is full, so the count becomes
-    what carries the bytes at the best rate per connection ever seen (``count * rate / peak``,
-    plus ``headroom`` for transfers waiting for their first byte) and stays there for ``rest``
-    seconds, after which the best is measured afresh and growth is tried again. A failed
+    with the best seen (a window not yet busy enough or with too little received to judge goes
+    on, up to ``LONGEST`` windows: the first one begins with the first requests, a time to
+    first byte before their bytes): at least ``hold`` of it, the link had room for the
+    transfers added, so the count doubles; below it, the link (or this process) is full, so
+    the count becomes what carries the bytes at the best rate per connection ever seen
+    (``count * rate / peak``, plus ``headroom`` for transfers waiting for their first byte) and
+    stays there for ``rest`` seconds, after which the best is measured afresh and growth is
+    tried again. The count is of connections: a shard fetched as ranged parts takes one per
+    part (``streaming.cache.walk``). A failed
     download halves the count (not below ``LOW``); so does a refusal by a throttling store (not
     below ``THROTTLED_LOW``: the node's request rate is then set by ``storage.pacing``, and the
     count only has to keep enough downloads waiting for their turns).
@@ -49,6 +53,7 @@ class Concurrency:
     START, LOW, HIGH = 16, 2, 64
     FLOOR = 8  # Lowest count a full link sets (a slower rate may be noise, not congestion).
     THROTTLED_LOW = 4
+    LONGEST = 4  # Windows a window that cannot be judged yet goes on for.
 
     def __init__(self, fixed: int | None = None, window: float = 0.25, hold: float = 0.85,
                  headroom: float = 1.5, settle: float = 0.1, rest: float = 5.0,
@@ -95,9 +100,14 @@ class Concurrency:
             return
         received, area, _ = self.meter.reading()
         nbytes, seconds = received - self._mark[0], area - self._mark[1]
-        busy, self._since, self._busy, self._mark = self._busy, now, 0.0, (received, area)
-        if busy < 0.5 * elapsed or seconds < elapsed or nbytes <= 0:
-            return  # Not held back by the count, or too little received to judge.
+        if self._busy < 0.5 * elapsed or seconds < elapsed or nbytes <= 0:
+            # Not held back by the count, or too little received to judge: the window goes on
+            # (the first bytes come a time to first byte after the first requests), up to
+            # ``LONGEST`` windows.
+            if elapsed >= self.LONGEST * self.window:
+                self._since, self._busy, self._mark = now, 0.0, (received, area)
+            return
+        self._since, self._busy, self._mark = now, 0.0, (received, area)
         rate = nbytes / seconds
         if self._frozen and now >= self._frozen:
             self._frozen, self._best = 0.0, 0.0  # Measure the best afresh and try growing.

@@ -20,8 +20,9 @@ the ones needed first start. The epoch's order is known before its first sample,
 * **how many in flight.** ``STREAMING_DOWNLOADS_IN_FLIGHT`` (an integer), or by default an
   adaptive count (``streaming.cache.concurrency``): it starts at ``START``, grows while each
   transfer receives as fast as the best seen (the link has room), settles where the link is
-  full, and halves when the store throttles or downloads fail; readers' own downloads count
-  toward it. Under
+  full, and halves when the store throttles or downloads fail; it counts connections (a
+  shard fetched as ranged parts takes one per part), and readers' own downloads count toward
+  it. Under
   throttling the node's request rate is paced (``storage.pacing``, one pace for the node's
   processes). The epoch's last shards are fetched as ranged parts (``tail_parts``), so that
   they do not trickle in over one capped connection each while the link idles.
@@ -232,7 +233,7 @@ class _Schedule:
     def __init__(self, owner: NodePrefetch, pool: ThreadPoolExecutor) -> None:
         self.owner, self.pool = owner, pool
         self.concurrency = Concurrency(in_flight_setting())
-        self.futures: dict[Future, tuple[int, int]] = {}
+        self.futures: dict[Future, tuple[int, int, int]] = {}  # (shard, parts, bytes)
         # Finished downloads, pushed by their threads: the loop sleeps on one event instead of
         # registering a waiter on every download in flight at each turn (``wait``).
         self.finished: deque[Future] = deque()
@@ -259,8 +260,13 @@ class _Schedule:
         preparing = int(np.count_nonzero(states == PREPARING))
         if not preparing:
             return 0
-        mine = [shard for shard, _ in self.futures.values()]
+        mine = [shard for shard, _, _ in self.futures.values()]
         return max(0, preparing - int(np.count_nonzero(states[mine] == PREPARING)))
+
+    @property
+    def connections(self) -> int:
+        """Connections this schedule's downloads use (a shard's ranged parts one each)."""
+        return sum(parts for _, parts, _ in self.futures.values())
 
     def _unclaimed(self, states: np.ndarray) -> int:
         """Bytes of this schedule's downloads that have not reserved their room yet.
@@ -271,7 +277,7 @@ class _Schedule:
         States are read before the cache's usage: a claim in between is counted twice, never
         missed.
         """
-        return sum(size for shard, size in self.futures.values() if states[shard] == REMOTE)
+        return sum(size for shard, _, size in self.futures.values() if states[shard] == REMOTE)
 
     def _room_for(self, states: np.ndarray) -> Callable[[float], bool]:
         """``ShardCache.room_for_ahead`` of a shard beside the unclaimed downloads."""
@@ -322,9 +328,9 @@ class _Schedule:
             for shard, first, size, parts in walk.admit(
                     states, now, horizon, self.futures, others, limit, self.ahead,
                     lambda shard: int(owner.sizes[shard]), owner.budget,
-                    room_for, split_tail=PACER.rate is None):
+                    room_for, self.connections, split_tail=PACER.rate is None):
                 future = self.pool.submit(self._fetch, walk, shard, first, parts)
-                self.futures[future] = (shard, size)
+                self.futures[future] = (shard, parts, size)
                 future.add_done_callback(self._finished)
             if self.walk.finished and not self.futures:
                 with owner.shared.lock('prefetch'):
@@ -332,7 +338,7 @@ class _Schedule:
                         plan[_COMPLETE] = self.generation
                         return
                 continue
-            held_back = len(self.futures) + others >= limit
+            held_back = self.connections + others >= limit
             if self.futures:
                 done = self._wait_for_one(0.05)
             else:

@@ -86,20 +86,24 @@ class EpochWalk:
     def admit(self, states: np.ndarray, now: int, horizon: int | None, in_flight: dict[Any, Any],
               others: int, limit: int, ahead: deque[tuple[int, float]],
               size_of: Callable[[int], float], budget: Any, room_for: Callable[[float], bool],
-              split_tail: bool = True) -> Iterator[tuple[int, int, float, int]]:
+              connections: int, split_tail: bool = True) -> Iterator[tuple[int, int, float, int]]:
         """The shards to start now: ``(shard, first use, size, ranged parts)``, in first-use order.
 
-        Stops at ``limit`` transfers (``in_flight``, which the caller adds each shard to before
-        asking for the next, plus ``others``), at ``horizon`` and when ``budget.admits`` says the
-        cache has no room (``streaming.cache.budget.DownloadBudget``). ``in_flight``'s values
-        end with the bytes each transfer reserved. ``ahead`` holds ``(first use, size)`` of the
+        Stops at ``limit`` connections (``connections`` already used by ``in_flight``, which
+        the caller adds each shard to before asking for the next, plus ``others``; a shard's
+        ranged parts count one each, so a split tail goes past the count by less than
+        ``MAX_PARTS``), at
+        ``horizon`` and when ``budget.admits`` says the cache has no room
+        (``streaming.cache.budget.DownloadBudget``). ``in_flight``'s values end with the bytes
+        each transfer reserved. ``ahead`` holds ``(first use, size)`` of the
         shards fetched before their use; those used by ``now`` leave it here.
         """
         while ahead and ahead[0][0] <= now:
             ahead.popleft()
         ahead_bytes = sum(size for _, size in ahead)
         unstarted = -1  # Shards nobody fetches yet, counted when first needed.
-        while len(in_flight) + others < limit:
+        used = connections + others
+        while used < limit:
             item = self.next_remote(states, horizon, now)
             if item is None:
                 return
@@ -111,7 +115,8 @@ class EpochWalk:
             self.take()
             if unstarted < 0:
                 unstarted = int(np.count_nonzero(states == REMOTE))
-            parts = tail_parts(limit - len(in_flight), unstarted, limit) if split_tail else 1
+            parts = tail_parts(limit - used, unstarted, limit) if split_tail else 1
+            used += parts
             unstarted -= 1
             yield shard, first, size, parts
             if first > now:

@@ -231,16 +231,21 @@ class NodeSimulation:
         limit = self.concurrency.value
         for shard, first, size, parts in self.walk.admit(
                 self.states, now, horizon, self.scheduled, 0, limit, self.ahead,
-                lambda shard: float(self.held[shard]), self.budget, self._room_for):
+                lambda shard: float(self.held[shard]), self.budget, self._room_for,
+                self._connections()):
             self.scheduled[shard] = (first, size)
             self._start(shard, parts, by_schedule=True)
-        self.held_back = len(self.scheduled) >= limit
+        self.held_back = self._connections() >= limit
         if self.store is not None and self.store.pacer.throttles != self.throttles_seen:
             # Refused since the last look: fewer downloads queued for the pacer's turns.
             self.throttles_seen = self.store.pacer.throttles
             self.concurrency.throttled(self.t)
         self.concurrency.update(self.t, self.held_back)
         self.out.max_in_flight = max(self.out.max_in_flight, len(self.transfers))
+
+    def _connections(self) -> int:
+        """GETs of the schedule's downloads (a shard's ranged parts one each), as it counts."""
+        return sum(self._parts[shard] for shard in self.scheduled)
 
     def _room_for(self, size: float) -> bool:
         if self.limit is None:

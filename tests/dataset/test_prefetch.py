@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 
 import numpy as np
 import pytest
@@ -63,6 +64,28 @@ def test_concurrency_grows_while_each_transfer_keeps_its_rate_then_holds():
     low = _climb(link_limit=8)
     assert max(low[:100]) <= Concurrency.START * 2
     assert low[-1] <= Concurrency.START * 3 // 2 and max(low) <= Concurrency.START * 3
+
+
+def test_concurrency_judges_its_first_window_once_bytes_arrive():
+    """The first window begins with the first requests, whose bytes come a time to first byte
+    later: it goes on until it has received enough to judge, instead of starting again empty
+    (cross-region, 100 ms: the first doubling came a whole window late)."""
+    link = _Link(per_connection=8e6, link=200e6)
+    concurrency = Concurrency(meter=link)  # type: ignore[arg-type]
+    now, step, doubled_at = 0.0, 0.05, None
+    while doubled_at is None and now < 2.0:
+        if now > 0.3:  # Nothing arrives before the first byte.
+            link.advance(concurrency.value, step)
+        concurrency.update(now, held_back=True)
+        if concurrency.value > Concurrency.START:
+            doubled_at = now
+        now += step
+    assert doubled_at is not None and doubled_at < 0.45
+    # A window that is never busy enough to judge still ends (the count stays).
+    idle = Concurrency(meter=_Link(per_connection=8e6, link=200e6))  # type: ignore[arg-type]
+    for tick in range(100):
+        idle.update(tick * step, held_back=False)
+    assert idle.value == Concurrency.START and idle._since >= 5.0 - idle.LONGEST * idle.window
 
 
 def test_concurrency_halves_on_failure_and_a_fixed_count_stays():
@@ -160,6 +183,34 @@ def test_the_last_shards_are_split_into_parts():
     assert tail_parts(free=4, unstarted=3, limit=16) == 6
     assert tail_parts(free=4, unstarted=1, limit=16) == MAX_PARTS
     assert tail_parts(free=0, unstarted=1, limit=16) == 1
+
+
+def _admitted(connections: int, others: int, limit: int, shards: int = 6) -> list[int]:
+    """Ranged parts of each shard a fresh walk of ``shards`` 1 MB shards starts now."""
+    from streaming.cache.budget import DownloadBudget
+    starts = np.arange(shards) * 10
+    walk = EpochWalk(np.arange(shards * 10).reshape(1, 1, -1, 1), starts, shards, False)
+    states = np.full(shards, REMOTE)
+    budget = DownloadBudget.for_limit(None, 0, 1 << 20)
+    in_flight: dict[int, tuple[int, int]] = {}
+    parts = []
+    for shard, _, size, count in walk.admit(states, 0, None, in_flight, others, limit, deque(),
+                                            lambda shard: 1 << 20, budget, lambda size: True,
+                                            connections):
+        in_flight[shard] = (count, size)
+        parts.append(count)
+    return parts
+
+
+def test_ranged_parts_count_against_the_limit_of_connections():
+    """A split tail used to count one per shard: with 64 allowed, 43 shards left went out as
+    ~150 ranged GETs at once (cross-region, docs/benchmarks.md), most waiting for moto."""
+    # The tail is split (``tail_parts``) until the count is reached (the last shard started
+    # may pass it by less than MAX_PARTS); the rest waits for connections to end.
+    assert _admitted(connections=0, others=0, limit=16) == [3, 4, 4, 6]
+    assert _admitted(connections=9, others=2, limit=16) == [3, 4]  # 5 connections were left.
+    assert _admitted(connections=14, others=2, limit=16) == []
+    assert _admitted(connections=0, others=0, limit=4, shards=6) == [1, 1, 1, 2]
 
 
 def test_share_of_a_cache_limit_leaves_two_shards_and_never_less_than_half():
