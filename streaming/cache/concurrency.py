@@ -48,9 +48,18 @@ class Concurrency:
     download halves the count (not below ``LOW``); so does a refusal by a throttling store (not
     below ``THROTTLED_LOW``: the node's request rate is then set by ``storage.pacing``, and the
     count only has to keep enough downloads waiting for their turns).
+
+    Where the time to first byte is long, a transfer spends much of a shard's time waiting, so
+    more of them are needed to keep the link busy (its bandwidth-delay product). The count
+    therefore starts at ``START * wait / NEAR`` (capped at ``HIGH``, never below ``START``),
+    ``wait`` being the lowest time to first byte the meter has seen: from the process's first
+    responses (``index.json``) when the schedule begins, otherwise from its own first GETs.
+    At ``NEAR`` (50 ms) or less (the same region) it starts at ``START``; at 100 ms
+    (cross-region) at twice that. This is done once, before any judgement.
     """
 
     START, LOW, HIGH = 16, 2, 64
+    NEAR = 0.05  # Time to first byte up to which the count starts at ``START`` (seconds).
     FLOOR = 8  # Lowest count a full link sets (a slower rate may be noise, not congestion).
     THROTTLED_LOW = 4
     LONGEST = 4  # Windows a window that cannot be judged yet goes on for.
@@ -70,11 +79,31 @@ class Concurrency:
         self._best = 0.0  # Best rate per connection since the last full link.
         self._peak = 0.0  # Best rate per connection ever: what one uncrowded transfer gets.
         self._mark = (0, 0.0)
+        self._sized = fixed is not None  # Whether the start was sized by the first-byte wait.
+
+    def _size_start(self, now: float) -> None:
+        """Raise the count once the meter knows the time to first byte (see the class).
+
+        A meter that does not measure it (``first_byte_wait`` missing or None) leaves it as is.
+        """
+        first_byte_wait = getattr(self.meter, 'first_byte_wait', None)
+        wait = first_byte_wait() if first_byte_wait is not None else None
+        if wait is None:
+            return
+        self._sized = True
+        start = min(self.HIGH, int(self.START * wait / self.NEAR + 0.5))
+        if start <= self.value:
+            return
+        if self._since is None:  # No window begun: the first one judges the new count.
+            self.value = start
+        else:  # A window begun with fewer transfers would judge the wrong count.
+            self._change(now, start)
 
     def failed(self, now: float | None = None, low: int | None = None) -> None:
         """A download failed: halve the count (not below ``low``), grow nothing for a while."""
         if self.fixed is None:
             self.value = max(self.LOW if low is None else low, self.value // 2)
+            self._sized = True  # Not raised after a failure.
             self._frozen = (time.monotonic() if now is None else now) + self.rest
             self._since = None
 
@@ -86,6 +115,8 @@ class Concurrency:
         """Called as the scheduler loops; ``held_back``: downloads waited for this count."""
         if self.fixed is not None:
             return
+        if not self._sized:
+            self._size_start(now)
         if self._since is None:
             if now >= self._resume:
                 received, area, _ = self.meter.reading()

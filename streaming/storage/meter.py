@@ -7,7 +7,9 @@ full. Finished downloads are too coarse for that (a 4 MB shard arrives all at on
 half a second), so every ranged or whole GET reports here as its chunks arrive.
 
 A connection counts as receiving from its response's first byte (the headers) to its end, so
-the time to first byte does not lower the rate per connection.
+the time to first byte does not lower the rate per connection. That time is kept apart: the
+lowest seen (``first_byte_wait``) tells how long a transfer waits before it receives anything,
+which sets how many transfers a long-latency link needs in flight.
 """
 
 from __future__ import annotations
@@ -33,18 +35,26 @@ class Meter:
         self._taken = (0, 0)  # (bytes, gets) already handed out by ``take``.
         self._open = 0
         self._area = 0.0  # Connection-seconds spent receiving.
+        self._wait: float | None = None  # Lowest seconds from a request to its first byte.
         self._at = time.monotonic()
 
     def _tick(self, now: float) -> None:
         self._area += self._open * (now - self._at)
         self._at = now
 
-    def opened(self) -> None:
-        """A response's first byte arrived: one more connection receiving."""
+    def opened(self, sent: float | None = None) -> None:
+        """A response's first byte arrived: one more connection receiving.
+
+        ``sent``: when its request left (``time.monotonic()``), to measure the time to first byte.
+        """
         with self._lock:
-            self._tick(time.monotonic())
+            now = time.monotonic()
+            self._tick(now)
             self._open += 1
             self._gets += 1
+            if sent is not None:
+                wait = max(0.0, now - sent)
+                self._wait = wait if self._wait is None else min(self._wait, wait)
 
     def closed(self) -> None:
         """A response ended (read to its end or abandoned)."""
@@ -64,6 +74,11 @@ class Meter:
         with self._lock:
             taken, self._taken = self._taken, (self._bytes, self._gets)
             return self._bytes - taken[0], self._gets - taken[1]
+
+    def first_byte_wait(self) -> float | None:
+        """The lowest time to first byte seen (seconds), or None before any response."""
+        with self._lock:
+            return self._wait
 
     def reading(self) -> tuple[int, float, int]:
         """(Bytes received, connection-seconds receiving, connections receiving now)."""

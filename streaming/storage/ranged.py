@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import shutil
+import time
 from typing import TYPE_CHECKING, Callable
 
 from streaming.fileio import atomic_write, create_temp, preallocate, remove_quietly
@@ -45,10 +46,11 @@ def read_range_into(backend: ObjectStore, url: str, fd: int, start: int, end: in
     """
 
     def run(task: Task) -> ObjectInfo:
+        sent = time.monotonic()
         response = backend.read(url, start, end, timeout=timeout, etag=etag)
         task.progress()
         offset = start
-        METER.opened()
+        METER.opened(sent)
         try:
             for chunk in response.chunks:
                 task.progress()

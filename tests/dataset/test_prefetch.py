@@ -88,6 +88,58 @@ def test_concurrency_judges_its_first_window_once_bytes_arrive():
     assert idle.value == Concurrency.START and idle._since >= 5.0 - idle.LONGEST * idle.window
 
 
+class _WaitingLink(_Link):
+    """A fake meter that also reports the lowest time to first byte seen (None: none yet)."""
+
+    def __init__(self, wait: float | None) -> None:
+        super().__init__(per_connection=8e6, link=200e6)
+        self.wait = wait
+
+    def first_byte_wait(self) -> float | None:
+        return self.wait
+
+
+def test_concurrency_start_scales_with_the_time_to_first_byte():
+    """A long time to first byte (cross-region) starts the count higher, in proportion, up to
+    ``HIGH``; the same region (40 ms) starts at ``START`` as before."""
+    starts = {}
+    for wait in (0.01, 0.04, Concurrency.NEAR, 0.1, 0.15, 1.0):
+        concurrency = Concurrency(meter=_WaitingLink(wait))  # type: ignore[arg-type]
+        concurrency.update(0.0, held_back=True)
+        starts[wait] = concurrency.value
+    assert starts[0.01] == starts[0.04] == starts[Concurrency.NEAR] == Concurrency.START
+    assert starts[0.1] == 2 * Concurrency.START and starts[0.15] == 3 * Concurrency.START
+    assert starts[1.0] == Concurrency.HIGH
+    # A fixed count stays what it was told.
+    fixed = Concurrency(fixed=5, meter=_WaitingLink(0.1))  # type: ignore[arg-type]
+    fixed.update(0.0, held_back=True)
+    assert fixed.value == 5
+
+
+def test_concurrency_sized_by_its_own_first_gets_starts_a_new_window():
+    """Without a response before the schedule (no index.json fetched), the first GETs tell the
+    time to first byte: the count is raised once, and the window begun with fewer transfers is
+    dropped, so the first judgement is of the raised count."""
+    link = _WaitingLink(None)
+    concurrency = Concurrency(meter=link)  # type: ignore[arg-type]
+    concurrency.update(0.0, held_back=True)
+    concurrency.update(0.05, held_back=True)
+    assert concurrency.value == Concurrency.START and concurrency._since == 0.0
+    link.wait = 0.1
+    concurrency.update(0.1, held_back=True)
+    assert concurrency.value == 2 * Concurrency.START and concurrency._since is None
+    # Once only: a lower count after a full link is not raised again by the same wait.
+    concurrency.failed(0.2)
+    concurrency.update(0.3, held_back=True)
+    assert concurrency.value == Concurrency.START
+    # Nor after a failure that came before the wait was known.
+    early = Concurrency(meter=_WaitingLink(None))  # type: ignore[arg-type]
+    early.failed(0.0)
+    early.meter.wait = 0.2  # type: ignore[attr-defined]
+    early.update(0.1, held_back=True)
+    assert early.value == Concurrency.START // 2
+
+
 def test_concurrency_halves_on_failure_and_a_fixed_count_stays():
     values = _climb(link_limit=8, seconds=6.0, fail_at=1.5)
     before, after = values[29], values[30]

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from streaming.storage.meter import METER
+from streaming.storage.meter import METER, Meter
 
 
 @pytest.mark.skipif(not hasattr(os, 'fork'), reason='fork only')
@@ -38,3 +38,19 @@ def test_child_forked_while_meter_locked_can_use_it() -> None:
         pytest.fail('the forked child blocked on the meter lock it inherited held')
     assert os.waitstatus_to_exitcode(status_seen) == 0
     assert METER.reading()[0] >= 123  # The parent's counts are its own.
+
+
+def test_meter_keeps_the_lowest_time_to_first_byte() -> None:
+    meter = Meter()
+    assert meter.first_byte_wait() is None
+    meter.opened()  # Without the request's time: nothing to measure.
+    assert meter.first_byte_wait() is None
+    meter.opened(time.monotonic() - 5.0)
+    assert (meter.first_byte_wait() or 0.0) >= 5.0
+    meter.opened(time.monotonic() - 0.1)
+    wait = meter.first_byte_wait()
+    assert wait is not None and 0.1 <= wait < 5.0
+    meter.opened(time.monotonic() - 3.0)  # A slower response does not raise it.
+    assert meter.first_byte_wait() == wait
+    meter.reset()
+    assert meter.first_byte_wait() is None
