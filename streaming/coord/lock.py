@@ -1,8 +1,8 @@
 """The node's kernel locks: ``FileLock``, ``Lease``, ``LockFile`` and the ``flock`` primitives.
 
 Waiting blocks in the kernel instead of polling, and a lock held by a killed process is released
-by the kernel, so a crash never leaves a lock behind. ``try_lock`` and ``is_locked`` are the
-primitives for code that only asks whether someone holds a file (``streaming clean``).
+by the kernel, so a crash never leaves a lock behind. ``is_locked`` is for code that only asks
+whether someone holds a file (``streaming clean``).
 
 A forked child shares its parent's open files, and an ``flock`` belongs to the open file, not to
 the process: a child holding a copy of a locked descriptor keeps the lock for as long as it
@@ -19,7 +19,7 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ['FileLock', 'Lease', 'LockFile', 'is_locked', 'same_file', 'try_lock']
+__all__ = ['FileLock', 'Lease', 'LockFile', 'is_locked', 'same_file']
 
 _CLOEXEC = getattr(os, 'O_CLOEXEC', 0)
 
@@ -27,7 +27,8 @@ _CLOEXEC = getattr(os, 'O_CLOEXEC', 0)
 def try_lock(fd: int, blocking: bool = False) -> bool:
     """Lock the open descriptor ``fd`` exclusively; False at once if held and not ``blocking``.
 
-    Closing the descriptor (or the process ending) releases the lock.
+    ``LockFile``'s primitive: a descriptor locked here is let go through ``LockFile.close``
+    (closing it alone keeps the lock while a forked child holds a copy).
     """
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
@@ -104,13 +105,22 @@ def is_locked(path: str) -> bool:
 def _held(path: str, missing: bool) -> bool:
     """Whether some descriptor holds ``path`` locked now; ``missing`` if there is no such file."""
     try:
-        file = LockFile.existing(path)
+        got = _probe(path, blocking=False)
     except OSError:
         return True
+    return missing if got is None else not got
+
+
+def _probe(path: str, blocking: bool) -> bool | None:
+    """Take the lock of the file at ``path`` and let it go at once, never creating the file.
+
+    Whether it was had (with ``blocking``, once free); None if there is no such file.
+    """
+    file = LockFile.existing(path)
     if file is None:
-        return missing
+        return None
     try:
-        return not file.lock()
+        return file.lock(blocking)
     finally:
         file.close()  # Unlocks the probe's lock first: see ``LockFile``.
 
@@ -171,13 +181,7 @@ class FileLock:
 
     def wait_free(self) -> None:
         """Wait until nobody holds this lock, without taking it or creating its file."""
-        file = LockFile.existing(self.path)
-        if file is None:
-            return
-        try:
-            file.lock(blocking=True)
-        finally:
-            file.close()
+        _probe(self.path, blocking=True)
 
     def release(self) -> None:
         self._fds.pop(threading.get_ident()).close()
